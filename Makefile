@@ -1,0 +1,41 @@
+# The whole set-up for a newcomer: `make demo` and `make test`.
+# Both create .venv from scratch when it is missing or pyproject.toml changed.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+MODEL  := examples/tiny-model
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export RAY_USAGE_STATS_ENABLED := 0
+export PYTHONUNBUFFERED := 1
+
+.PHONY: demo test install model clean
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	# torch first, pinned: the CPU wheel of this machine. A plain `torch`
+	# requirement would pull a multi-GB CUDA build; pyproject keeps a range.
+	$(BIN)/python -m pip install --quiet "torch==2.13.0"
+	$(BIN)/python -m pip install --quiet -e ".[dev,ray,hf]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+$(MODEL)/config.json: examples/tiny_model/build.py | $(STAMP)
+	$(BIN)/python examples/tiny_model/build.py --out $(MODEL)
+
+model: $(MODEL)/config.json
+
+demo: $(STAMP) $(MODEL)/config.json
+	$(BIN)/auditkit-ray validate examples/demo.yaml
+	$(BIN)/auditkit-ray run examples/demo.yaml
+
+# pytest exit code 5 means "no tests collected": that is a broken suite, not a pass.
+test: $(STAMP) $(MODEL)/config.json
+	$(BIN)/python -m pytest; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
+
+clean:
+	rm -rf $(VENV) $(MODEL) results .pytest_cache

@@ -1,0 +1,148 @@
+"""The ``auditkit-ray`` command: a thin layer over the public functions.
+
+``main(argv) -> int``; exit codes: 0 ok, 1 a gate failed, 2 usage or
+configuration error, 130 interrupted. User mistakes print one line to
+stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Callable, Sequence
+
+from ._version import __version__
+from .errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, AuditKitError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # exit 2 with one line, as argparse does
+        self.print_usage(sys.stderr)
+        raise _UsageError(f"{self.prog}: {message}")
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _cwd_on_path() -> None:
+    # custom metrics named 'module:Class' import from the working directory
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+
+
+# ----------------------------------------------------------------------------- commands
+def cmd_validate(args: argparse.Namespace) -> int:
+    from .config import RunSpec, expand, load_config
+    from .config.identity import run_fingerprint
+
+    spec = load_config(args.file)
+    if isinstance(spec, RunSpec):
+        fp = run_fingerprint(spec)
+        print(f"{args.file}: valid run '{spec.name}' ({len(spec.metrics)} metrics, backend {spec.model.type}); fingerprint {fp[:12]}")
+    else:
+        runs = expand(spec, source=args.file)
+        print(f"{args.file}: valid sweep '{spec.name}' ({len(runs)} runs)")
+        for r in runs:
+            print(f"  {r.name}  {run_fingerprint(r)[:12]}")
+    return EXIT_OK
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from .config import json_schema
+
+    print(json.dumps(json_schema(args.kind), indent=2))
+    return EXIT_OK
+
+
+def cmd_metrics(args: argparse.Namespace) -> int:
+    from .core.metric import metric_info
+    from .core.registry import builtin_names, resolve_metric
+
+    rows = [metric_info(resolve_metric(n)) | {"name": n} for n in builtin_names()]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    width = max(len(r["name"]) for r in rows)
+    for r in rows:
+        arrow = "↑" if r["direction"] == "maximize" else "↓"
+        req = ",".join(r["requires"]) or "-"
+        print(f"{r['name']:<{width}}  {arrow} {r['direction']:<8}  {r['family']:<10}  requires {req:<12}  {r['description']}")
+    return EXIT_OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .api import evaluate
+    from .config import load_run_spec
+    from .report.terminal import print_run
+
+    spec = load_run_spec(args.file)
+    if args.store:
+        spec.store.path = args.store
+    result = evaluate(spec, address=args.address, progress=not args.quiet)
+    if args.json:
+        print(result.to_json())
+    elif not args.quiet:
+        print_run(result)
+    return EXIT_OK
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "validate": cmd_validate,
+    "schema": cmd_schema,
+    "metrics": cmd_metrics,
+    "run": cmd_run,
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="auditkit-ray", description="Distributed batch evaluation of language models and agents on Ray.")
+    p.add_argument("--version", action="version", version=f"auditkit-ray {__version__}")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+
+    v = sub.add_parser("validate", help="check a run or sweep file and print its fingerprint(s)")
+    v.add_argument("file")
+
+    s = sub.add_parser("schema", help="print the JSON Schema of run or sweep files")
+    s.add_argument("--kind", choices=["run", "sweep"], default="run")
+
+    m = sub.add_parser("metrics", help="list the registered metrics with direction and requirements")
+    m.add_argument("--json", action="store_true")
+
+    r = sub.add_parser("run", help="evaluate one run file on Ray")
+    r.add_argument("file")
+    r.add_argument("--address", default=None, help="Ray cluster address (default: RAY_ADDRESS, else a local Ray)")
+    r.add_argument("--store", default=None, help="result store root (overrides store.path)")
+    r.add_argument("--quiet", action="store_true")
+    r.add_argument("--json", action="store_true", help="print the RunResult JSON")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        if not args.command:
+            parser.print_help(sys.stderr)
+            return EXIT_USAGE
+        _cwd_on_path()
+        return COMMANDS[args.command](args)
+    except _UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except AuditKitError as exc:
+        from .core.secrets import scrub_text
+
+        print(f"error: {scrub_text(str(exc))}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except SystemExit as exc:  # argparse --help / --version
+        return int(exc.code or 0)
+
+
+def entrypoint() -> None:  # console script
+    sys.exit(main())

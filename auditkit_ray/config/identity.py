@@ -1,0 +1,127 @@
+"""What enters a run's fingerprints.
+
+Two fingerprints per run (DESIGN.md section 1): the *generation* fingerprint
+(model identity, backend settings, prompt/adapter, generation settings,
+dataset content, seed, repeat index, package version) keys stored outputs;
+the *run* fingerprint adds annotators and metric identities. Changing a metric
+therefore re-scores stored generations without generating again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from .._version import __version__
+from ..core.fingerprint import fingerprint
+from ..core.registry import build_metric
+from .models import RunSpec
+
+_HASH_CACHE: dict[tuple, str] = {}
+
+
+def hash_path(path: str | os.PathLike, patterns: tuple[str, ...] = ("*",)) -> str:
+    """SHA-256 over a file, or over a directory's files (relative names and
+    contents, sorted). Cached per (path, size, mtime) within the process."""
+    p = Path(path)
+    if p.is_file():
+        files = [p]
+        root = p.parent
+    elif p.is_dir():
+        files = sorted(f for pat in patterns for f in p.rglob(pat) if f.is_file() and not f.name.startswith("."))
+        files = sorted(set(files))
+        root = p
+    else:
+        return "missing:" + str(path)
+    key = tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files)
+    if key in _HASH_CACHE:
+        return _HASH_CACHE[key]
+    h = hashlib.sha256()
+    for f in files:
+        h.update(str(f.relative_to(root)).encode())
+        h.update(b"\0")
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    digest = h.hexdigest()
+    _HASH_CACHE[key] = digest
+    return digest
+
+
+def model_identity(spec: RunSpec) -> dict[str, Any]:
+    m = spec.model
+    ident: dict[str, Any] = {"backend": m.type, "settings": m.settings_identity()}
+    path = getattr(m, "path", None)
+    if path and m.type == "hf":
+        ident["checkpoint_hash"] = hash_path(path, ("*.json", "*.safetensors", "*.bin", "*.model", "*.txt"))
+        prov = Path(path) / "provenance.json"
+        if prov.is_file():
+            try:
+                ident["provenance"] = json.loads(prov.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                ident["provenance"] = {"unreadable": True}
+    elif path and m.type == "precomputed":
+        ident["outputs_hash"] = hash_path(path)
+    return ident
+
+
+def dataset_identity(spec: RunSpec) -> dict[str, Any]:
+    d = spec.dataset
+    return {
+        "content_hash": hash_path(d.path),
+        "selection": d.model_dump(mode="json", exclude={"path", "name"}),
+    }
+
+
+def metric_identities(spec: RunSpec) -> list[dict[str, Any]]:
+    out = []
+    for m in spec.metrics:
+        params = dict(m.params)
+        if m.on is not None:
+            params["on"] = m.on
+        out.append(build_metric(m.name, params, m.as_).identity())
+    return out
+
+
+def generation_payload(spec: RunSpec, repeat: int = 0) -> dict[str, Any]:
+    return {
+        "kind": "generation",
+        "package_version": __version__,
+        "model": model_identity(spec),
+        "prompt": spec.prompt.model_dump(mode="json"),
+        "generation": spec.generation.model_dump(mode="json"),
+        "dataset": dataset_identity(spec),
+        "seed": spec.seed,
+        "repeat": repeat,
+    }
+
+
+def run_payload(spec: RunSpec, repeat: int = 0) -> dict[str, Any]:
+    return {
+        "kind": "run",
+        "generation_fingerprint": fingerprint(generation_payload(spec, repeat)),
+        "annotators": [a.model_dump(mode="json") for a in spec.annotators],
+        "metrics": metric_identities(spec),
+        "package_version": __version__,
+    }
+
+
+def generation_fingerprint(spec: RunSpec, repeat: int = 0) -> str:
+    return fingerprint(generation_payload(spec, repeat))
+
+
+def run_fingerprint(spec: RunSpec, repeat: int = 0) -> str:
+    return fingerprint(run_payload(spec, repeat))
+
+
+def dataset_fingerprint(spec: RunSpec) -> str:
+    return fingerprint(dataset_identity(spec))
+
+
+def redacted_config(spec: RunSpec) -> dict[str, Any]:
+    from ..core.secrets import redact
+
+    return redact(spec.model_dump(mode="json", by_alias=True))

@@ -1,0 +1,270 @@
+"""Strict pydantic models for run and sweep files.
+
+``extra="forbid"`` everywhere, backends as a discriminated union on ``type``.
+Which fields change the numbers (and so enter the fingerprint) is decided in
+``auditkit_ray.config.identity``; execution, storage and experiment settings
+do not.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+# --------------------------------------------------------------------------- backends
+class _Backend(Strict):
+    def needs_gpu(self) -> bool:
+        return False
+
+    def settings_identity(self) -> dict[str, Any]:
+        """Backend settings that change outputs (secrets excluded by the fingerprint)."""
+        return self.model_dump(mode="json", exclude=self._not_in_identity())
+
+    def _not_in_identity(self) -> set[str]:
+        return set()
+
+
+class EchoBackend(_Backend):
+    """Returns the prompt (or the target) as the output: for tests, rescoring
+    pipelines and measuring framework overhead."""
+
+    type: Literal["echo"]
+    field: Literal["prompt", "target"] = "prompt"
+    prefix: str = ""
+    batch_size: int = Field(64, ge=1)
+
+    def _not_in_identity(self) -> set[str]:
+        return {"batch_size"}
+
+
+class SimulatedBackend(_Backend):
+    """Sleeps like a GPU would: ``fixed_cost_s`` per batch plus
+    ``per_token_s`` per generated token, for scaling tests and benchmarks."""
+
+    type: Literal["simulated"]
+    fixed_cost_s: float = Field(0.01, ge=0)
+    per_token_s: float = Field(0.0005, ge=0)
+    output: Literal["target", "prompt", "constant"] = "target"
+    constant: str = ""
+    tokens_per_output: int = Field(8, ge=0)
+    batch_size: int = Field(16, ge=1)
+    fail_ids: list[str] = Field(default_factory=list, description="sample ids whose generation raises (fault tests)")
+    gpu: bool = Field(True, description="request GPUs like a real model would")
+
+    def needs_gpu(self) -> bool:
+        return self.gpu
+
+    def _not_in_identity(self) -> set[str]:
+        return {"batch_size", "gpu"}
+
+
+class HFBackend(_Backend):
+    """transformers, batched, prompts length-sorted inside a batch, left padding."""
+
+    type: Literal["hf"]
+    path: str = Field(description="local directory of an HF-format checkpoint")
+    revision: str | None = None
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    batch_size: int = Field(8, ge=1)
+    quantization: Literal["int8-dynamic"] | None = None
+    pruning: dict[str, Any] | None = Field(None, description="recorded provenance of a pruned checkpoint")
+    chat_template: bool = False
+    trust_remote_code: bool = False
+    num_gpus: float = Field(1.0, ge=0, description="GPUs per generation actor when the cluster has GPUs")
+
+    def needs_gpu(self) -> bool:
+        return self.num_gpus > 0
+
+    def _not_in_identity(self) -> set[str]:
+        # batch composition is fixed by the shard, so batch_size stays in identity.
+        return {"device", "num_gpus"}
+
+
+class PrecomputedBackend(_Backend):
+    """Reads stored generations (a run directory or a JSONL/Parquet of outputs)
+    instead of generating: re-scoring without a GPU."""
+
+    type: Literal["precomputed"]
+    path: str
+    id_field: str = "id"
+    output_field: str = "output"
+
+
+BackendSpec = Annotated[
+    Union[EchoBackend, SimulatedBackend, HFBackend, PrecomputedBackend],
+    Field(discriminator="type"),
+]
+
+
+# --------------------------------------------------------------------------- data & prompt
+class DatasetSpec(Strict):
+    path: str
+    format: Literal["jsonl", "json", "parquet", "csv", "hf"] | None = Field(
+        None, description="inferred from the file suffix when omitted; 'hf' for a datasets.save_to_disk directory"
+    )
+    split: str | None = None
+    id_field: str = "id"
+    input_field: str = "input"
+    target_field: str | None = "target"
+    choices_field: str | None = None
+    limit: int | None = Field(None, ge=1)
+    name: str | None = None
+
+
+class FewShotSpec(Strict):
+    path: str | None = Field(None, description="examples file; default: the dataset itself, excluding the sample")
+    n: int = Field(0, ge=0)
+    seed: int = 1234
+    template: str | None = Field(None, description="per-example template; default: prompt template + ' ' + target")
+    separator: str = "\n\n"
+
+
+class PromptSpec(Strict):
+    template: str | None = Field(None, description="'{{ field }}' placeholders over the sample's columns; default: '{{ input }}'")
+    system: str | None = None
+    chat: bool = Field(False, description="send chat messages (the backend applies its chat template)")
+    few_shot: FewShotSpec | None = None
+
+
+class GenerationSettings(Strict):
+    max_new_tokens: int = Field(32, ge=1)
+    temperature: float = Field(0.0, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    top_k: int | None = Field(None, ge=1)
+    stop: list[str] = Field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- annotators
+class RegexAnnotator(Strict):
+    type: Literal["regex"]
+    name: str
+    pattern: str
+    group: int | str = 1
+    select: Literal["first", "last"] | int = "first"
+    on: str = "text"
+    invalid: str = "[invalid]"
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, v: str) -> str:
+        import re
+
+        try:
+            re.compile(v)
+        except re.error as exc:
+            raise ValueError(f"invalid regular expression: {exc}") from None
+        return v
+
+
+class StripReasoningAnnotator(Strict):
+    type: Literal["strip_reasoning"]
+    name: str
+    tags: list[str] = Field(default_factory=lambda: ["think"])
+    on: str = "text"
+
+
+class TakeFirstAnnotator(Strict):
+    type: Literal["take_first"]
+    name: str
+    separator: str = "\n"
+    on: str = "text"
+
+
+AnnotatorSpec = Annotated[
+    Union[RegexAnnotator, StripReasoningAnnotator, TakeFirstAnnotator],
+    Field(discriminator="type"),
+]
+
+
+# --------------------------------------------------------------------------- metrics
+class MetricSpec(Strict):
+    name: str = Field(description="a registered metric name or 'package.module:Class'")
+    params: dict[str, Any] = Field(default_factory=dict)
+    on: str | None = Field(None, description="score 'raw', 'text' (default) or an annotator's output")
+    as_: str | None = Field(None, alias="as", description="name of the score in results")
+
+
+def _metric_from_str(v: Any) -> Any:
+    return {"name": v} if isinstance(v, str) else v
+
+
+# --------------------------------------------------------------------------- execution
+class ExecutionSpec(Strict):
+    shard_size: int = Field(64, ge=1, description="samples per shard: the unit of batching, retry and resume")
+    generation_actors: int = Field(1, ge=1)
+    scoring_actors: int = Field(1, ge=1)
+    max_shard_retries: int = Field(3, ge=0)
+    shard_timeout_s: float | None = Field(None, gt=0)
+    num_cpus: float | None = Field(None, ge=0, description="for `ray.init` when Ray starts locally")
+    num_gpus: float | None = Field(None, ge=0, description="logical GPUs for `ray.init` when Ray starts locally")
+
+
+class StoreSpec(Strict):
+    path: str = Field("results", description="result store root: a local directory (or s3://bucket/prefix)")
+
+
+class ExperimentSpec(Strict):
+    name: str | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- run / sweep
+class RunSpec(Strict):
+    name: str = "run"
+    model: BackendSpec
+    dataset: DatasetSpec
+    prompt: PromptSpec = Field(default_factory=PromptSpec)
+    generation: GenerationSettings = Field(default_factory=GenerationSettings)
+    annotators: list[AnnotatorSpec] = Field(default_factory=list)
+    metrics: list[Annotated[MetricSpec, Field()]] = Field(min_length=1)
+    seed: int = 0
+    repeats: int = Field(1, ge=1)
+    execution: ExecutionSpec = Field(default_factory=ExecutionSpec)
+    store: StoreSpec = Field(default_factory=StoreSpec)
+    experiment: ExperimentSpec = Field(default_factory=ExperimentSpec)
+
+    @field_validator("metrics", mode="before")
+    @classmethod
+    def _metric_strings(cls, v: Any) -> Any:
+        return [_metric_from_str(x) for x in v] if isinstance(v, list) else v
+
+    @model_validator(mode="after")
+    def _annotators_unique(self) -> "RunSpec":
+        seen: set[str] = set()
+        for i, a in enumerate(self.annotators):
+            if a.name in seen or a.name in ("raw", "text"):
+                raise ValueError(f"annotators[{i}].name {a.name!r} is reserved or used twice")
+            seen.add(a.name)
+        for i, m in enumerate(self.metrics):
+            if m.on not in (None, "raw", "text") and m.on not in seen:
+                raise ValueError(f"metrics[{i}].on {m.on!r} names no annotator (have: {sorted(seen) or 'none'})")
+        return self
+
+
+class SweepSpec(Strict):
+    """A grid (and explicit lists) over run settings, expanded into runs.
+
+    ``base`` is a run file's content; ``grid`` maps dotted paths
+    (``model.path``, ``generation.temperature``) to lists of values whose
+    cartesian product is taken; ``runs`` lists explicit overrides, each
+    crossed with the grid."""
+
+    name: str = "sweep"
+    base: dict[str, Any]
+    grid: dict[str, list[Any]] = Field(default_factory=dict)
+    runs: list[dict[str, Any]] = Field(default_factory=list)
+
+    @field_validator("grid")
+    @classmethod
+    def _non_empty(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        for k, vals in v.items():
+            if not vals:
+                raise ValueError(f"grid[{k!r}] is an empty list")
+        return v

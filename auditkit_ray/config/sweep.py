@@ -1,0 +1,67 @@
+"""Sweep expansion: base x (explicit runs) x (grid product) -> RunSpecs."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from typing import Any
+
+from ..errors import ConfigError
+from .models import RunSpec, SweepSpec
+
+
+def set_path(data: dict, dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    cur = data
+    for part in parts[:-1]:
+        nxt = cur.get(part)
+        if not isinstance(nxt, dict):
+            nxt = {}
+            cur[part] = nxt
+        cur = nxt
+    cur[parts[-1]] = copy.deepcopy(value)
+
+
+def deep_merge(base: dict, override: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in override.items():
+        if "." in k:
+            set_path(out, k, v)
+        elif isinstance(v, dict) and isinstance(out.get(k), dict) and "type" not in v:
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _label(value: Any) -> str:
+    if isinstance(value, dict):
+        return "-".join(f"{k}={_label(v)}" for k, v in value.items())
+    if isinstance(value, str):
+        return value.rstrip("/").split("/")[-1]
+    return str(value)
+
+
+def expand(sweep: SweepSpec, source: str = "<sweep>", lines: Any = None) -> list[RunSpec]:
+    from .loader import _Lines, run_spec_from_dict
+
+    lines = lines or _Lines(None)
+    keys = list(sweep.grid)
+    combos = list(itertools.product(*(sweep.grid[k] for k in keys))) or [()]
+    explicit = sweep.runs or [{}]
+    runs: list[RunSpec] = []
+    for override in explicit:
+        for combo in combos:
+            data = deep_merge(sweep.base, override)
+            for k, v in zip(keys, combo):
+                set_path(data, k, v)
+            labels = [f"{k.split('.')[-1]}={_label(v)}" for k, v in zip(keys, combo)]
+            head = override.get("name") or sweep.base.get("name") or sweep.name
+            data["name"] = "/".join([head] + labels)
+            where = f"{source} (run {len(runs)}: {data['name']})"
+            runs.append(run_spec_from_dict(data, where, lines, prefix=("base",)))
+    names = [r.name for r in runs]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise ConfigError(f"{source}: sweep expands to runs with the same name: {sorted(dup)}")
+    return runs

@@ -1,0 +1,51 @@
+"""Configuration fingerprints: SHA-256 over canonical JSON.
+
+Canonical means: keys sorted, no insignificant whitespace, integral floats
+written as integers (``temperature: 0`` and ``0.0`` are the same setting), and
+secrets dropped. A fingerprint identifies a configuration; it does not promise
+bitwise-reproducible numbers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from enum import Enum
+from typing import Any
+
+from .secrets import redact
+
+
+def _canon(obj: Any) -> Any:
+    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
+        return obj
+    if isinstance(obj, int):
+        return obj
+    if isinstance(obj, float):
+        if math.isfinite(obj) and obj == int(obj) and abs(obj) < 2**53:
+            return int(obj)
+        if not math.isfinite(obj):
+            return repr(obj)
+        return obj
+    if isinstance(obj, Enum):
+        return _canon(obj.value)
+    if isinstance(obj, dict):
+        return {str(k): _canon(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_canon(v) for v in obj]
+    if hasattr(obj, "model_dump"):
+        return _canon(obj.model_dump(mode="json"))
+    raise TypeError(f"cannot fingerprint a {type(obj).__name__}")
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(_canon(redact(_canon(obj), drop=True)), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def fingerprint(obj: Any) -> str:
+    return hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()
+
+
+def short(fp: str) -> str:
+    return fp[:12]

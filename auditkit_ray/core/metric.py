@@ -1,0 +1,224 @@
+"""The metric contract: every metric declares its direction.
+
+A subclass that does not set ``direction`` to a ``Direction`` raises
+``TypeError`` when the class is created (pass ``abstract=True`` for
+intermediate bases). ``requires`` names the fields a metric reads; when one is
+absent the score is ``not_tested`` rather than a failure.
+"""
+
+from __future__ import annotations
+
+import inspect
+from abc import ABC, abstractmethod
+from enum import Enum
+from typing import Any, ClassVar, Iterable
+
+from .types import Generation, Sample, Score, Status
+
+
+class Direction(str, Enum):
+    MAXIMIZE = "maximize"
+    MINIMIZE = "minimize"
+
+    @property
+    def arrow(self) -> str:
+        return "↑" if self is Direction.MAXIMIZE else "↓"
+
+    def better(self, a: float, b: float) -> bool:
+        """True when ``a`` is strictly better than ``b`` under this direction."""
+        return a > b if self is Direction.MAXIMIZE else a < b
+
+
+_MISSING = object()
+
+
+class MissingEvidence(Exception):
+    """Raised inside ``score`` when the evidence a metric needs is absent:
+    the sample is recorded as ``unknown`` (unscored), never as 0."""
+
+
+def resolve_field(path: str, sample: Sample, generation: Generation | None, context: dict | None) -> Any:
+    """Look up a dotted field path such as ``target``, ``generation.tool_calls``,
+    ``metadata.answer`` or ``context.extracted``. Returns ``_MISSING`` when absent."""
+    head, _, rest = path.partition(".")
+    if head == "generation":
+        obj: Any = generation
+    elif head == "context":
+        obj = context or {}
+    else:
+        obj = sample
+        rest = path
+    for part in rest.split(".") if rest else []:
+        if obj is None:
+            return _MISSING
+        if isinstance(obj, dict):
+            obj = obj.get(part, _MISSING)
+        else:
+            obj = getattr(obj, part, _MISSING)
+        if obj is _MISSING:
+            return _MISSING
+    return obj
+
+
+def _is_absent(value: Any) -> bool:
+    if value is _MISSING or value is None:
+        return True
+    if isinstance(value, (list, dict, tuple, str)) and len(value) == 0:
+        return True
+    return False
+
+
+class Metric(ABC):
+    """Base class of every metric, built-in or user-defined.
+
+    Subclasses set ``name``, ``direction`` and implement ``score``. Parameters
+    given in the config arrive as keyword arguments and enter ``identity()``
+    (and so the fingerprint).
+    """
+
+    name: ClassVar[str] = ""
+    direction: ClassVar[Direction]
+    requires: ClassVar[tuple[str, ...]] = ()
+    family: ClassVar[str] = "custom"
+    version: ClassVar[str] = "1"
+    description: ClassVar[str] = ""
+    #: "mean" (per-sample values averaged) or a corpus aggregator name
+    aggregation: ClassVar[str] = "mean"
+
+    def __init_subclass__(cls, abstract: bool = False, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if abstract:
+            return
+        direction = cls.__dict__.get("direction", getattr(cls, "direction", None))
+        if not isinstance(direction, Direction):
+            raise TypeError(
+                f"metric class {cls.__module__}.{cls.__qualname__} must declare "
+                f"direction = Direction.MAXIMIZE or Direction.MINIMIZE (got {direction!r})"
+            )
+        if not cls.__dict__.get("name"):
+            cls.name = _snake(cls.__name__)
+
+    def __init__(self, **params: Any) -> None:
+        as_name = params.pop("as_name", None)
+        self.on: str | None = params.get("on")
+        self.params = params
+        self.output_name = as_name or (f"{self.name}@{self.on}" if self.on else self.name)
+
+    def prediction(self, generation: Generation, context: dict) -> str:
+        """The text this metric scores: ``generation.text`` by default,
+        ``raw`` for the untouched output, or the value an annotator extracted
+        (``on: <annotator name>``)."""
+        if self.on in (None, "text"):
+            return generation.text
+        if self.on == "raw":
+            return generation.raw_text if generation.raw_text is not None else generation.text
+        annotations = (context or {}).get("annotations") or {}
+        if self.on not in annotations:
+            raise MissingEvidence(f"no annotation {self.on!r} on this sample")
+        value = annotations[self.on]
+        return "" if value is None else str(value)
+
+    # -- required -----------------------------------------------------------
+    @abstractmethod
+    def score(self, sample: Sample, generation: Generation, context: dict) -> Score | dict[str, Score]:
+        """Score one sample: a Score, a dict of named Scores, or a number."""
+
+    # -- defaulted hooks ----------------------------------------------------
+    def score_batch(self, items: list[tuple[Sample, Generation, dict]]) -> list[Score | dict[str, Score]]:
+        return [self.score(s, g, c) for s, g, c in items]
+
+    def identity(self) -> dict[str, Any]:
+        cls = type(self)
+        return {
+            "name": self.output_name,
+            "class": f"{cls.__module__}:{cls.__qualname__}",
+            "version": cls.version,
+            "direction": cls.direction.value,
+            "params": self.params,
+        }
+
+    def missing_requirements(self, sample: Sample, generation: Generation | None, context: dict | None) -> list[str]:
+        return [f for f in self.requires if _is_absent(resolve_field(f, sample, generation, context))]
+
+    def evaluate(self, sample: Sample, generation: Generation, context: dict) -> list[Score]:
+        """Run ``score`` with the contract enforced: missing requirements give
+        ``not_tested``, exceptions give ``error``, names are normalised."""
+        return self.evaluate_batch([(sample, generation, context)])[0]
+
+    def evaluate_batch(self, items: list[tuple[Sample, Generation, dict]]) -> list[list[Score]]:
+        out: list[list[Score] | None] = [None] * len(items)
+        todo: list[int] = []
+        for i, (s, g, c) in enumerate(items):
+            missing = self.missing_requirements(s, g, c)
+            if missing:
+                out[i] = [Score.not_tested(self.output_name, f"missing {', '.join(missing)}")]
+            elif g is not None and g.error:
+                out[i] = [Score.error(self.output_name, f"generation failed: {g.error}")]
+            else:
+                todo.append(i)
+        if todo:
+            batch = [items[i] for i in todo]
+            try:
+                results = self.score_batch(batch)
+                if len(results) != len(batch):
+                    raise ValueError(f"score_batch returned {len(results)} results for {len(batch)} items")
+            except Exception as exc:  # noqa: BLE001 - row errors become data
+                if len(batch) == 1:
+                    results = [exc]
+                else:  # isolate the failing items
+                    results = []
+                    for item in batch:
+                        try:
+                            results.append(self.score(*item))
+                        except Exception as e:  # noqa: BLE001
+                            results.append(e)
+            for i, res in zip(todo, results):
+                out[i] = self._normalise(res)
+        return [o or [] for o in out]
+
+    def _normalise(self, res: Any) -> list[Score]:
+        if isinstance(res, MissingEvidence):
+            return [Score.unknown(self.output_name, str(res))]
+        if isinstance(res, Exception):
+            return [Score.error(self.output_name, f"{type(res).__name__}: {res}")]
+        if isinstance(res, Score):
+            if res.name != self.output_name:
+                res = res.model_copy(update={"name": self.output_name})
+            return [res]
+        if isinstance(res, dict):
+            scores = []
+            for key, s in res.items():
+                if not isinstance(s, Score):
+                    return [Score.error(self.output_name, f"score() returned {type(s).__name__} for {key!r}, not a Score")]
+                full = key if key.startswith(self.output_name) else f"{self.output_name}.{key}"
+                scores.append(s.model_copy(update={"name": full}))
+            return scores
+        if isinstance(res, (int, float)) and not isinstance(res, bool):
+            try:
+                return [Score.scored(self.output_name, float(res))]
+            except ValueError as exc:
+                return [Score.error(self.output_name, str(exc))]
+        return [Score.error(self.output_name, f"score() returned {type(res).__name__}, not a Score")]
+
+
+def _snake(name: str) -> str:
+    out = []
+    for i, ch in enumerate(name):
+        if ch.isupper() and i and not name[i - 1].isupper():
+            out.append("_")
+        out.append(ch.lower())
+    return "".join(out)
+
+
+def metric_info(cls: type[Metric]) -> dict[str, Any]:
+    return {
+        "name": cls.name,
+        "direction": cls.direction.value,
+        "family": cls.family,
+        "requires": list(cls.requires),
+        "description": cls.description or (inspect.getdoc(cls) or "").split("\n")[0],
+    }
+
+
+def statuses() -> Iterable[str]:
+    return [s.value for s in Status]

@@ -1,0 +1,155 @@
+"""The data contracts every stage speaks: Sample, Generation, Score.
+
+Stdlib and pydantic only. These objects cross Ray process boundaries as plain
+dicts (``to_row`` / ``from_row``) so that Ray Data blocks stay Arrow-friendly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class Message(_Model):
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None = None
+    tool_calls: list["ToolCall"] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+
+
+class ToolCall(_Model):
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    id: str | None = None
+
+
+class Sample(_Model):
+    """One evaluation item.
+
+    ``id`` is stable: taken from the dataset when it has one, otherwise derived
+    from the content (``content_id``). RAG and agent fields are optional; a
+    metric that needs one that is absent scores ``not_tested``.
+    """
+
+    id: str
+    input: str | list[Message]
+    target: str | list[str] | None = None
+    choices: list[str] | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    # RAG
+    retrieved_contexts: list[dict[str, Any]] | None = None
+    gold_evidence: list[str] | None = None
+    corpus_snapshot: dict[str, Any] | None = None
+    # agents
+    tools: list[dict[str, Any]] | None = None
+    reference_tool_calls: list[list[ToolCall]] | None = None
+    expected_state: dict[str, Any] | None = None
+
+    @property
+    def targets(self) -> list[str]:
+        if self.target is None:
+            return []
+        return [self.target] if isinstance(self.target, str) else list(self.target)
+
+
+class Generation(_Model):
+    """What a backend produced for one request.
+
+    ``raw_text`` is the untouched output; ``text`` is what scoring reads by
+    default (equal to raw unless the backend strips e.g. special tokens).
+    Token counts say where they came from; timing says whether it is per
+    request or a batch's wall time spread over its requests.
+    """
+
+    text: str = ""
+    raw_text: str | None = None
+    tool_calls: list[list[ToolCall]] | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    token_source: Literal["tokenizer", "provider", "engine"] | None = None
+    latency_s: float | None = None
+    latency_scope: Literal["request", "batch"] | None = None
+    time_to_first_token_s: float | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _raw_defaults_to_text(self) -> "Generation":
+        if self.raw_text is None:
+            self.raw_text = self.text
+        return self
+
+
+class Status(str, Enum):
+    SCORED = "scored"
+    UNKNOWN = "unknown"
+    NOT_TESTED = "not_tested"
+    ERROR = "error"
+
+
+class Score(_Model):
+    """One metric's verdict on one sample.
+
+    Only ``scored`` carries a value; the other statuses carry a reason and are
+    never averaged in (missing evidence is not a zero).
+    """
+
+    name: str
+    value: float | None = None
+    status: Status = Status.SCORED
+    reason: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _coerce(cls, v: Any) -> Any:
+        if isinstance(v, bool):
+            return float(v)
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Score":
+        if self.status is Status.SCORED:
+            if self.value is None or not math.isfinite(self.value):
+                raise ValueError(
+                    f"score {self.name!r}: status 'scored' needs a finite value, got {self.value!r}"
+                )
+        elif self.value is not None:
+            raise ValueError(f"score {self.name!r}: status {self.status.value!r} carries no value")
+        return self
+
+    @classmethod
+    def scored(cls, name: str, value: float, **kw: Any) -> "Score":
+        return cls(name=name, value=value, status=Status.SCORED, **kw)
+
+    @classmethod
+    def unknown(cls, name: str, reason: str, **kw: Any) -> "Score":
+        return cls(name=name, status=Status.UNKNOWN, reason=reason, **kw)
+
+    @classmethod
+    def not_tested(cls, name: str, reason: str, **kw: Any) -> "Score":
+        return cls(name=name, status=Status.NOT_TESTED, reason=reason, **kw)
+
+    @classmethod
+    def error(cls, name: str, reason: str, **kw: Any) -> "Score":
+        return cls(name=name, status=Status.ERROR, reason=reason, **kw)
+
+
+def content_id(payload: Any) -> str:
+    """A stable id derived from a sample's content (16 hex chars of SHA-256)."""
+    data = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(data.encode("utf-8")).hexdigest()[:16]
+
+
+Message.model_rebuild()

@@ -1,0 +1,60 @@
+"""Typed errors. Each maps to a CLI exit code (DESIGN.md 8.10).
+
+0 ok, 1 a gate failed or a regression, 2 usage or configuration error,
+130 interrupted. User mistakes raise one of these and the CLI prints one line,
+never a traceback.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_GATE = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class AuditKitError(Exception):
+    """Base of every error that the CLI turns into a message and an exit code."""
+
+    exit_code = EXIT_USAGE
+
+
+class ConfigError(AuditKitError):
+    """A run or sweep file (or a Python spec) is invalid."""
+
+
+class DataError(AuditKitError):
+    """A dataset cannot be read or a sample lacks what the run needs."""
+
+
+class ResultFormatError(AuditKitError):
+    """A results file is malformed or of a format this version cannot read."""
+
+
+class MissingExtraError(AuditKitError):
+    """An optional dependency is not installed."""
+
+    def __init__(self, module: str, extra: str):
+        self.module = module
+        self.extra = extra
+        super().__init__(
+            f"this feature needs the '{module}' package: pip install 'auditkit-ray[{extra}]'"
+        )
+
+
+class RunError(AuditKitError):
+    """A fatal error during a run (engine dead, out of memory, store unreachable)."""
+
+
+class GateFailed(AuditKitError):
+    exit_code = EXIT_GATE
+
+
+def require(module: str, extra: str):
+    """Import an optional heavy dependency or raise a one-line MissingExtraError."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:  # pragma: no cover - exercised by the extra test
+        raise MissingExtraError(module.split(".")[0], extra) from exc

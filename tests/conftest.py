@@ -1,0 +1,46 @@
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+
+@pytest.fixture
+def root() -> Path:
+    return ROOT
+
+
+@pytest.fixture
+def write(tmp_path):
+    """write(name, text) -> Path: a dedented file under tmp_path."""
+
+    def _write(name: str, text: str) -> Path:
+        p = tmp_path / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+        return p
+
+    return _write
+
+
+@pytest.fixture
+def data_file(tmp_path) -> Path:
+    p = tmp_path / "data.jsonl"
+    p.write_text(
+        "\n".join(
+            [
+                '{"id": "a", "question": "What is 1 plus 1?", "answer": "2"}',
+                '{"id": "b", "question": "What is 2 plus 2?", "answer": "4"}',
+                '{"id": "c", "question": "What is 3 plus 3?", "answer": "6"}',
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    return p
