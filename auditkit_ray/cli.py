@@ -146,3 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def entrypoint() -> None:  # console script
     sys.exit(main())
+
+
+if __name__ == "__main__":  # python -m auditkit_ray.cli
+    entrypoint()

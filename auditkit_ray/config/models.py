@@ -162,6 +162,19 @@ class RegexAnnotator(Strict):
             raise ValueError(f"invalid regular expression: {exc}") from None
         return v
 
+    @model_validator(mode="after")
+    def _group_exists(self) -> "RegexAnnotator":
+        import re
+
+        rx = re.compile(self.pattern)
+        if rx.groups == 0:
+            return self  # no groups: the whole match is the value
+        if isinstance(self.group, int) and not 0 <= self.group <= rx.groups:
+            raise ValueError(f"group {self.group} does not exist: the pattern has {rx.groups} group(s)")
+        if isinstance(self.group, str) and self.group not in rx.groupindex:
+            raise ValueError(f"group {self.group!r} is not a named group of the pattern")
+        return self
+
 
 class StripReasoningAnnotator(Strict):
     type: Literal["strip_reasoning"]

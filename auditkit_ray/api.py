@@ -1,0 +1,53 @@
+"""Public Python functions behind the facade and the CLI."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .config.loader import load_run_spec, run_spec_from_dict
+from .config.models import RunSpec
+from .core.result import RunResult
+from .errors import ConfigError
+
+
+def as_run_spec(spec: Any) -> RunSpec:
+    if isinstance(spec, RunSpec):
+        return spec
+    if isinstance(spec, dict):
+        return run_spec_from_dict(spec, "<dict>")
+    if isinstance(spec, (str, os.PathLike)):
+        return load_run_spec(spec)
+    raise ConfigError(f"evaluate() takes a RunSpec, a dict or a path, not {type(spec).__name__}")
+
+
+def evaluate(spec: Any, *, address: str | None = None, progress: bool = False, store: str | None = None) -> RunResult:
+    """Evaluate one run on Ray and return its RunResult.
+
+    Ray starts locally in-process unless ``address`` (or ``RAY_ADDRESS``) names
+    a cluster, or Ray is already initialised. Finished shards already in the
+    result store are reused (resume); stored generations are reused when only
+    the scoring changed.
+    """
+    from .pipeline.driver import evaluate_spec
+
+    run = as_run_spec(spec)
+    if store:
+        run = run.model_copy(update={"store": run.store.model_copy(update={"path": store})})
+    return evaluate_spec(run, address=address, progress=progress)
+
+
+def samples_table(result: RunResult | str | os.PathLike):
+    """The per-sample table of a run (a pyarrow Table in sample order):
+    sample_id, repeat, prompt, target, text, raw_text, annotations, scores
+    (JSON list of Score dicts), token counts, latency, error, worker."""
+    import pyarrow.dataset as pads
+
+    from .core.result import load_run
+
+    if not isinstance(result, RunResult):
+        result = load_run(result)
+    if not result.samples_path:
+        raise ConfigError(f"run {result.name!r} has no per-sample table")
+    table = pads.dataset(result.samples_path, format="parquet").to_table()
+    return table.sort_by([("shard", "ascending"), ("index", "ascending"), ("repeat", "ascending")])

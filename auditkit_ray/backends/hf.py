@@ -1,0 +1,365 @@
+"""``hf``: a local transformers checkpoint, batched, left-padded.
+
+The ``requests`` list given to ``generate`` is the batch the pipeline chose
+from the shard; it is cut into sub-batches of ``spec.batch_size`` in the
+given order, so which requests share a forward pass (and so the padding, and
+the sampling seed) is a function of that list only. Inside a sub-batch the
+rows are sorted by prompt length and the results put back in request order.
+
+torch and transformers are imported in ``load()`` and the methods, never at
+module import, so the package stays importable without the ``hf`` extra.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+from ..core.types import Generation
+from ..errors import MissingExtraError, RunError
+from .base import Backend, Request
+
+_DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
+
+
+def _import_torch_transformers():
+    try:
+        import torch
+        import transformers
+    except ImportError as exc:
+        raise MissingExtraError("transformers", "hf") from exc
+    return torch, transformers
+
+
+def _derived_seed(*parts: Any) -> int:
+    data = "\x1f".join(str(p) for p in parts).encode("utf-8")
+    return int.from_bytes(hashlib.sha256(data).digest()[:8], "big") & ((1 << 63) - 1)
+
+
+def _is_oom(torch: Any, exc: BaseException) -> bool:
+    oom_types = tuple(
+        t for t in (getattr(torch, "OutOfMemoryError", None), getattr(torch.cuda, "OutOfMemoryError", None)) if t
+    )
+    if oom_types and isinstance(exc, oom_types):
+        return True
+    msg = str(exc).lower()
+    return isinstance(exc, RuntimeError) and ("out of memory" in msg or "can't allocate memory" in msg)
+
+
+class HFBackend(Backend):
+    def __init__(self, spec: Any, generation: Any, seed: int = 0) -> None:
+        super().__init__(spec, generation, seed)
+        self.uses_gpu = spec.device != "cpu" and spec.num_gpus > 0
+        self.model: Any = None
+        self.tokenizer: Any = None
+        self.device: str | None = None
+        self._max_positions: int | None = None
+
+    # ------------------------------------------------------------------ loading
+    def load(self) -> None:
+        torch, transformers = _import_torch_transformers()
+        spec = self.spec
+        path = Path(spec.path).expanduser()
+        if not path.exists():
+            raise RunError(f"hf backend: model path {str(spec.path)!r} does not exist")
+
+        if spec.device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        elif spec.device == "cuda" and not torch.cuda.is_available():
+            raise RunError("hf backend: device 'cuda' requested but no CUDA device is available")
+        else:
+            device = spec.device
+        if spec.quantization == "int8-dynamic" and device != "cpu":
+            raise RunError(
+                "hf backend: quantization 'int8-dynamic' (torch dynamic quantization) runs on CPU only; "
+                "set device: cpu"
+            )
+        if spec.quantization == "int8-dynamic" and spec.dtype in ("bfloat16", "float16"):
+            raise RunError("hf backend: quantization 'int8-dynamic' needs dtype float32 (or auto)")
+
+        common: dict[str, Any] = {"trust_remote_code": spec.trust_remote_code}
+        if spec.revision:
+            common["revision"] = spec.revision
+        try:
+            tokenizer = transformers.AutoTokenizer.from_pretrained(str(path), **common)
+            dtype: Any = "auto" if spec.dtype == "auto" else getattr(torch, _DTYPES[spec.dtype])
+            # transformers >= 4.56 / 5.x: ``dtype`` (``torch_dtype`` is deprecated)
+            model = transformers.AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, **common)
+        except (OSError, ValueError) as exc:
+            raise RunError(f"hf backend: cannot load model from {str(spec.path)!r}: {exc}") from exc
+
+        tokenizer.padding_side = "left"
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        model.to(device)
+        model.eval()
+        if spec.quantization == "int8-dynamic":
+            if model.dtype != torch.float32:
+                model = model.float()
+            with warnings.catch_warnings():
+                # torch.ao.quantization is deprecated upstream (torchao replaces it) but still works
+                warnings.simplefilter("ignore", DeprecationWarning)
+                warnings.simplefilter("ignore", UserWarning)
+                from torch.ao.quantization import quantize_dynamic
+
+                model = quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+            model.eval()
+        self.model, self.tokenizer, self.device = model, tokenizer, device
+        self._max_positions = getattr(model.config, "max_position_embeddings", None)
+
+    def _require_loaded(self) -> None:
+        if self.model is None:
+            self.load()
+
+    # ------------------------------------------------------------------ helpers
+    def _eos_ids(self) -> list[int]:
+        ids: list[int] = []
+        gc_eos = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
+        for v in (gc_eos, self.tokenizer.eos_token_id):
+            if v is None:
+                continue
+            for i in v if isinstance(v, (list, tuple)) else [v]:
+                if i not in ids:
+                    ids.append(int(i))
+        return ids
+
+    def _encode_prompt(self, prompt: Any) -> list[int]:
+        tok = self.tokenizer
+        if isinstance(prompt, str) and self.spec.chat_template:
+            prompt = [{"role": "user", "content": prompt}]
+        if isinstance(prompt, list):
+            text = tok.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+            # the template writes its own special tokens (a BOS, if the model wants one)
+            return list(tok(text, add_special_tokens=False)["input_ids"])
+        return list(tok(prompt, add_special_tokens=True)["input_ids"])
+
+    def _sub_batches(self, n: int) -> list[list[int]]:
+        size = self.spec.batch_size
+        return [list(range(i, min(i + size, n))) for i in range(0, n, size)]
+
+    # ------------------------------------------------------------------ generate
+    def generate(self, requests: list[Request]) -> list[Generation]:
+        torch, _ = _import_torch_transformers()
+        self._require_loaded()
+        results: list[Generation | None] = [None] * len(requests)
+        for idx in self._sub_batches(len(requests)):
+            encoded: list[tuple[int, list[int]]] = []
+            for i in idx:
+                try:
+                    ids = self._encode_prompt(requests[i].prompt)
+                except Exception as exc:  # noqa: BLE001 - a bad prompt fails its own request only
+                    results[i] = Generation(error=f"prompt encoding failed: {type(exc).__name__}: {exc}")
+                    continue
+                if not ids:
+                    results[i] = Generation(error="prompt encodes to no tokens")
+                elif self._max_positions and len(ids) >= self._max_positions:
+                    results[i] = Generation(
+                        error=f"prompt has {len(ids)} tokens; the model takes at most {self._max_positions}"
+                    )
+                else:
+                    encoded.append((i, ids))
+            if not encoded:
+                continue
+            first = requests[idx[0]]
+            t0 = time.perf_counter()
+            try:
+                gens = self._generate_sub_batch(torch, encoded, _derived_seed(self.seed, first.sample_id, first.repeat))
+            except Exception as exc:  # noqa: BLE001
+                if _is_oom(torch, exc):
+                    self._empty_cache(torch)
+                    raise RunError(
+                        f"out of memory in hf generation (sub-batch of {len(encoded)}, batch_size "
+                        f"{self.spec.batch_size}): {exc}"
+                    ) from exc
+                err = f"{type(exc).__name__}: {exc}"
+                gens = {i: Generation(error=err) for i, _ in encoded}
+            wall = time.perf_counter() - t0
+            for i, g in gens.items():
+                g.latency_s = wall
+                g.latency_scope = "batch"
+                results[i] = g
+        return [r if r is not None else Generation(error="no result") for r in results]
+
+    def _generate_sub_batch(self, torch: Any, encoded: list[tuple[int, list[int]]], seed: int) -> dict[int, Generation]:
+        from transformers import GenerationConfig
+
+        tok, model, g = self.tokenizer, self.model, self.generation
+        # length-sorted rows (longest first); results are keyed by request index
+        rows = sorted(encoded, key=lambda e: -len(e[1]))
+        pad_id = tok.pad_token_id
+        width = max(len(ids) for _, ids in rows)
+        input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+        attention = torch.zeros((len(rows), width), dtype=torch.long)
+        for r, (_, ids) in enumerate(rows):
+            input_ids[r, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
+            attention[r, width - len(ids):] = 1
+        eos_ids = self._eos_ids()
+        sampling = g.temperature > 0
+        cfg = GenerationConfig(
+            max_new_tokens=g.max_new_tokens,
+            do_sample=sampling,
+            temperature=g.temperature if sampling else None,
+            top_p=g.top_p if sampling else None,
+            top_k=(g.top_k or 0) if sampling else None,  # 0: no top-k filter
+            num_beams=1,
+            pad_token_id=pad_id,
+            eos_token_id=eos_ids or None,
+            bos_token_id=tok.bos_token_id,
+            stop_strings=list(g.stop) or None,  # early exit only; the text is cut below
+        )
+        kwargs: dict[str, Any] = {}
+        if g.stop:
+            kwargs["tokenizer"] = tok
+        if sampling:
+            torch.manual_seed(seed)
+        with torch.inference_mode():
+            out = model.generate(
+                input_ids=input_ids.to(self.device),
+                attention_mask=attention.to(self.device),
+                generation_config=cfg,
+                **kwargs,
+            )
+        out = out[:, width:].cpu().tolist()
+
+        gens: dict[int, Generation] = {}
+        eos_set = set(eos_ids)
+        for r, (i, ids) in enumerate(rows):
+            gen_ids = out[r]
+            n, hit_eos = len(gen_ids), False
+            for k, t in enumerate(gen_ids):
+                if t in eos_set:
+                    n, hit_eos = k + 1, True
+                    break
+            else:
+                if pad_id not in eos_set:
+                    while n > 0 and gen_ids[n - 1] == pad_id:
+                        n -= 1
+            gen_ids = gen_ids[:n]
+            raw = tok.decode(gen_ids, skip_special_tokens=False)
+            text = tok.decode(gen_ids, skip_special_tokens=True)
+            cut = min((p for p in (text.find(s) for s in g.stop if s) if p >= 0), default=-1)
+            if cut >= 0:
+                text, finish = text[:cut], "stop"
+            elif hit_eos:
+                finish = "stop"
+            elif n >= g.max_new_tokens:
+                finish = "length"
+            else:
+                finish = "stop"
+            gens[i] = Generation(
+                text=text,
+                raw_text=raw,
+                prompt_tokens=len(ids),
+                completion_tokens=n,
+                token_source="tokenizer",
+                finish_reason=finish,
+            )
+        return gens
+
+    # ------------------------------------------------------------------ loglikelihood
+    def _encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
+        """lm-eval's split: trailing context spaces move to the continuation,
+        the continuation's tokens are those of (context + continuation) past
+        the context's; an empty context gets a BOS (or EOS) token."""
+        tok = self.tokenizer
+        n_spaces = len(context) - len(context.rstrip())
+        if n_spaces:
+            continuation = context[-n_spaces:] + continuation
+            context = context[:-n_spaces]
+        if not context:
+            prefix = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
+            return [prefix], list(tok(continuation, add_special_tokens=False)["input_ids"])
+        whole = list(tok(context + continuation, add_special_tokens=False)["input_ids"])
+        ctx = list(tok(context, add_special_tokens=False)["input_ids"])
+        return whole[: len(ctx)], whole[len(ctx):]
+
+    def loglikelihood(self, pairs: list[tuple[str, str]]) -> list[tuple[float, bool]]:
+        """Sum of the continuation's token log-probabilities given the context,
+        and whether the continuation is the greedy one (lm-eval semantics)."""
+        torch, _ = _import_torch_transformers()
+        self._require_loaded()
+        results: list[tuple[float, bool] | None] = [None] * len(pairs)
+        for idx in self._sub_batches(len(pairs)):
+            try:
+                self._loglikelihood_sub_batch(torch, pairs, idx, results)
+            except Exception as exc:  # noqa: BLE001
+                if _is_oom(torch, exc):
+                    self._empty_cache(torch)
+                    raise RunError(f"out of memory in hf loglikelihood (sub-batch of {len(idx)}): {exc}") from exc
+                raise
+        return [r for r in results if r is not None]
+
+    def _loglikelihood_sub_batch(self, torch: Any, pairs, idx: list[int], results: list) -> None:
+        rows = []  # (request index, input ids, continuation ids)
+        for i in idx:
+            ctx, cont = self._encode_pair(*pairs[i])
+            if not cont:
+                results[i] = (0.0, True)
+                continue
+            seq = (ctx + cont)[:-1]
+            if self._max_positions and len(seq) > self._max_positions:
+                seq = seq[-self._max_positions:]  # keep the end: the continuation is scored whole
+            rows.append((i, seq, cont))
+        if not rows:
+            return
+        rows.sort(key=lambda r: -len(r[1]))
+        width = max(len(r[1]) for r in rows)
+        pad_id = self.tokenizer.pad_token_id
+        # right padding: positions of the real tokens stay 0..n-1 without position_ids
+        input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+        attention = torch.zeros((len(rows), width), dtype=torch.long)
+        for r, (_, seq, _) in enumerate(rows):
+            input_ids[r, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+            attention[r, : len(seq)] = 1
+        with torch.inference_mode():
+            logits = self.model(
+                input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device)
+            ).logits.float()
+            logprobs = torch.log_softmax(logits, dim=-1).cpu()
+        for r, (i, seq, cont) in enumerate(rows):
+            n = len(cont)
+            lp = logprobs[r, len(seq) - n: len(seq)]  # positions predicting the continuation
+            target = torch.tensor(cont, dtype=torch.long)
+            total = float(lp.gather(-1, target.unsqueeze(-1)).sum())
+            greedy = bool((lp.argmax(dim=-1) == target).all())
+            results[i] = (total, greedy)
+
+    # ------------------------------------------------------------------ misc
+    def model_size_bytes(self) -> int | None:
+        if self.model is None:
+            return None
+        torch, _ = _import_torch_transformers()
+        total = sum(p.numel() * p.element_size() for p in self.model.parameters())
+        total += sum(b.numel() * b.element_size() for b in self.model.buffers())
+        # dynamically quantized Linear layers keep their weights in packed params,
+        # which are neither parameters nor buffers
+        for m in self.model.modules():
+            packed = getattr(m, "_packed_params", None)
+            if packed is None or not hasattr(packed, "_weight_bias"):
+                continue
+            w, b = packed._weight_bias()
+            total += w.numel() * w.element_size()
+            if b is not None:
+                total += b.numel() * b.element_size()
+        return int(total)
+
+    @staticmethod
+    def _empty_cache(torch: Any) -> None:
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    def close(self) -> None:
+        self.model = None
+        self.tokenizer = None
+        gc.collect()
+        try:
+            import torch
+        except ImportError:  # pragma: no cover
+            return
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()

@@ -1,0 +1,185 @@
+"""Read a dataset file into ``Sample`` objects with stable ids.
+
+Errors name the file and the line (or row) and never leave a half-read
+dataset behind: a dataset is read whole before any work starts.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..core.types import Sample, content_id
+from ..errors import DataError, require
+
+_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+
+
+def detect_format(path: Path, declared: str | None) -> str:
+    if declared:
+        return declared
+    if path.is_dir():
+        if (path / "dataset_info.json").exists() or (path / "dataset_dict.json").exists():
+            return "hf"
+        if any(path.glob("*.parquet")):
+            return "parquet"
+        raise DataError(f"{path}: a directory, but neither a saved HF dataset nor Parquet files; set dataset.format")
+    fmt = _SUFFIX.get(path.suffix.lower())
+    if fmt is None:
+        raise DataError(f"{path}: cannot tell the format from the suffix {path.suffix!r}; set dataset.format")
+    return fmt
+
+
+def _decode(path: Path) -> str:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"{path}: dataset file not found") from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read dataset ({exc.strerror or exc})") from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise DataError(f"{path}:{line}: dataset is not valid UTF-8 (byte {exc.start})") from None
+
+
+def _jsonl(path: Path) -> Iterator[tuple[str, dict]]:
+    for i, line in enumerate(io.StringIO(_decode(path)), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}:{i}: invalid JSON line ({exc.msg})") from None
+        if not isinstance(rec, dict):
+            raise DataError(f"{path}:{i}: each line must be a JSON object, got {type(rec).__name__}")
+        yield f"{path}:{i}", rec
+
+
+def _json(path: Path) -> Iterator[tuple[str, dict]]:
+    try:
+        data = json.loads(_decode(path))
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+    if isinstance(data, dict):
+        for key in ("data", "samples", "examples", "rows"):
+            if isinstance(data.get(key), list):
+                data = data[key]
+                break
+    if not isinstance(data, list):
+        raise DataError(f"{path}: expected a JSON list of objects (or {{'data': [...]}})")
+    for i, rec in enumerate(data):
+        if not isinstance(rec, dict):
+            raise DataError(f"{path}: item {i} is {type(rec).__name__}, not an object")
+        yield f"{path}[{i}]", rec
+
+
+def _csv(path: Path) -> Iterator[tuple[str, dict]]:
+    reader = csv.DictReader(io.StringIO(_decode(path), newline=""))
+    for i, rec in enumerate(reader, start=2):
+        if None in rec:
+            raise DataError(f"{path}:{i}: more fields than the header has")
+        yield f"{path}:{i}", dict(rec)
+
+
+def _parquet(path: Path) -> Iterator[tuple[str, dict]]:
+    pq = require("pyarrow.parquet", "ray")
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types
+        raise DataError(f"{path}: cannot read Parquet ({exc})") from None
+    for i, rec in enumerate(table.to_pylist()):
+        yield f"{path} row {i}", rec
+
+
+def _hf(path: Path, split: str | None) -> Iterator[tuple[str, dict]]:
+    datasets = require("datasets", "lmeval")
+    try:
+        ds = datasets.load_from_disk(str(path))
+    except Exception as exc:  # noqa: BLE001
+        raise DataError(f"{path}: cannot load HF dataset from disk ({exc})") from None
+    if isinstance(ds, datasets.DatasetDict):
+        if split is None:
+            raise DataError(f"{path}: a DatasetDict with splits {list(ds)}; set dataset.split")
+        if split not in ds:
+            raise DataError(f"{path}: no split {split!r} (have {list(ds)})")
+        ds = ds[split]
+    for i, rec in enumerate(ds):
+        yield f"{path} row {i}", dict(rec)
+
+
+def read_records(path: str | Path, fmt: str | None = None, split: str | None = None) -> list[tuple[str, dict]]:
+    """(where, record) pairs in file order; ``where`` names file and line."""
+    p = Path(path)
+    if not p.exists():
+        raise DataError(f"{p}: dataset file not found")
+    kind = detect_format(p, fmt)
+    if kind == "jsonl":
+        return list(_jsonl(p))
+    if kind == "json":
+        return list(_json(p))
+    if kind == "csv":
+        return list(_csv(p))
+    if kind == "parquet":
+        if p.is_dir():
+            return [r for f in sorted(p.glob("*.parquet")) for r in _parquet(f)]
+        return list(_parquet(p))
+    return list(_hf(p, split))
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def load_samples(spec: Any) -> tuple[list[Sample], list[dict]]:
+    """Samples and their raw records (the prompt template reads the records)."""
+    records = read_records(spec.path, spec.format, spec.split)
+    if spec.limit:
+        records = records[: spec.limit]
+    if not records:
+        raise DataError(f"{spec.path}: the dataset has no samples")
+    samples: list[Sample] = []
+    raws: list[dict] = []
+    seen: dict[str, str] = {}
+    for where, rec in records:
+        rid = rec.get(spec.id_field)
+        if rid is None or rid == "":
+            base = content_id(rec)
+            rid, k = base, 1
+            while rid in seen:  # identical content: deterministic suffix
+                k += 1
+                rid = f"{base}~{k}"
+        else:
+            rid = _text(rid)
+            if rid in seen:
+                raise DataError(f"{where}: duplicate sample id {rid!r} (first at {seen[rid]})")
+        seen[rid] = where
+        target = rec.get(spec.target_field) if spec.target_field else None
+        if isinstance(target, list):
+            target = [_text(t) for t in target]
+        elif target is not None:
+            target = _text(target)
+        choices = rec.get(spec.choices_field) if spec.choices_field else None
+        inp = rec.get(spec.input_field)
+        extra = {k: v for k, v in rec.items() if k not in (spec.id_field, spec.target_field, spec.input_field)}
+        try:
+            sample = Sample(
+                id=rid,
+                input=_text(inp) if inp is not None and not isinstance(inp, list) else (inp or ""),
+                target=target,
+                choices=[_text(c) for c in choices] if isinstance(choices, list) else None,
+                metadata=extra,
+            )
+        except Exception as exc:  # noqa: BLE001 - pydantic error for odd shapes
+            raise DataError(f"{where}: sample {rid!r} cannot be read: {str(exc).splitlines()[0]}") from None
+        samples.append(sample)
+        raws.append(rec)
+    return samples, raws

@@ -1,0 +1,1 @@
+"""The Ray pipeline: plan (driver), stages (actors), merge (driver)."""

@@ -1,0 +1,180 @@
+"""The driver: plan, run the Ray Data pipeline over pending shards, merge."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from typing import Any
+
+from ..config.models import RunSpec
+from ..errors import AuditKitError, RunError, require
+from ..store.base import open_store
+from .merge import merge
+from .plan import Plan, build_plan
+
+log = logging.getLogger("auditkit_ray")
+
+
+def init_ray(address: str | None, execution: Any) -> Any:
+    ray = require("ray", "ray")
+    if ray.is_initialized():
+        return ray
+    address = address or os.environ.get("RAY_ADDRESS")
+    cwd = os.getcwd()
+    pythonpath = os.pathsep.join(p for p in [cwd, os.environ.get("PYTHONPATH", "")] if p)
+    kwargs: dict[str, Any] = {
+        "logging_level": logging.WARNING,
+        "log_to_driver": os.environ.get("AUDITKIT_RAY_LOG_TO_DRIVER", "0") == "1",
+        "runtime_env": {"env_vars": {"PYTHONPATH": pythonpath}},
+    }
+    if address:
+        ray.init(address=address, **kwargs)
+    else:
+        ray.init(
+            num_cpus=execution.num_cpus,
+            num_gpus=execution.num_gpus,
+            include_dashboard=False,
+            **kwargs,
+        )
+    return ray
+
+
+def _quiet_ray_data() -> None:
+    from ray.data import DataContext
+
+    ctx = DataContext.get_current()
+    ctx.enable_progress_bars = False
+    ctx.print_on_execution_start = False
+    ctx.verbose_stats_logs = False
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+
+
+def _resources(ray: Any, spec: RunSpec, n_gen_actors: int) -> dict[str, Any]:
+    cluster = ray.cluster_resources()
+    gpus = cluster.get("GPU", 0)
+    cpus = cluster.get("CPU", 1)
+    want_gpu = spec.model.needs_gpu() and gpus > 0
+    per_actor_gpu = float(getattr(spec.model, "num_gpus", 1.0)) if want_gpu else 0.0
+    scoring = spec.execution.scoring_actors
+    score_cpus = 1.0 if cpus >= scoring + 1 else max(0.1, cpus / (scoring + 1))
+    return {"gen_gpus": per_actor_gpu, "score_cpus": score_cpus}
+
+
+class _Progress:
+    def __init__(self, name: str, total_shards: int, done_shards: int, enabled: bool) -> None:
+        self.name, self.total, self.done = name, total_shards, done_shards
+        self.enabled = enabled
+        self.tty = sys.stderr.isatty()
+        self.t0 = time.perf_counter()
+        self.last = 0.0
+        self.samples = 0
+
+    def update(self, n: int) -> None:
+        self.done += 1
+        self.samples += n
+        now = time.perf_counter()
+        if not self.enabled:
+            return
+        if self.tty or now - self.last > 10 or self.done == self.total:
+            rate = self.samples / max(1e-9, now - self.t0)
+            left = self.total - self.done
+            eta = f", ETA {left * (now - self.t0) / max(1, self.done):.0f}s" if left else ""
+            print(f"[{self.name}] shards {self.done}/{self.total}, {rate:.1f} samples/s{eta}", file=sys.stderr, flush=True)
+            self.last = now
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    seen = 0
+    while seen < 10:
+        seen += 1
+        if isinstance(exc, AuditKitError):
+            return exc
+        cause = getattr(exc, "cause", None) or exc.__cause__
+        if cause is None:
+            break
+        exc = cause
+    return exc
+
+
+def run_pipeline(plan: Plan, store: Any, address: str | None, progress: bool) -> dict[str, Any]:
+    spec = plan.spec
+    pending = plan.pending
+    stats = {"generated": 0, "generation_s": 0.0, "new_tokens": 0}
+    if not pending:
+        return stats
+    ray = init_ray(address, spec.execution)
+    _quiet_ray_data()
+    from ray.data import ActorPoolStrategy
+
+    from .stages import GenerateStage, ScoreStage, load_cached_generations
+
+    spec_json = spec.model_dump_json(by_alias=True)
+    items = [{"shard": i, "payload": plan.shard_payloads[i]} for i in pending]
+    ds = ray.data.from_items(items, override_num_blocks=len(items))
+    need_gen = plan.needs_generation
+    n_gen = max(1, min(spec.execution.generation_actors, len(need_gen) or 1))
+    res = _resources(ray, spec, n_gen)
+    if need_gen:
+        ds = ds.map_batches(
+            GenerateStage,
+            fn_constructor_kwargs={"spec_json": spec_json, "store": store, "layout": plan.layout},
+            batch_size=1,
+            batch_format="numpy",
+            compute=ActorPoolStrategy(size=n_gen, max_tasks_in_flight_per_actor=2),
+            num_gpus=res["gen_gpus"] or None,
+            num_cpus=0,
+            zero_copy_batch=True,
+        )
+    else:
+        ds = ds.map_batches(
+            load_cached_generations,
+            fn_kwargs={"store": store, "layout": plan.layout},
+            batch_size=1,
+            batch_format="numpy",
+            num_cpus=res["score_cpus"],
+        )
+    ds = ds.map_batches(
+        ScoreStage,
+        fn_constructor_kwargs={"spec_json": spec_json, "store": store, "layout": plan.layout},
+        batch_size=1,
+        batch_format="numpy",
+        compute=ActorPoolStrategy(size=spec.execution.scoring_actors, max_tasks_in_flight_per_actor=2),
+        num_cpus=res["score_cpus"],
+    )
+    bar = _Progress(spec.name, plan.n_shards, len(plan.done), progress)
+    try:
+        for row in ds.iter_rows():
+            info = json.loads(row["payload"])
+            bar.update(info["n"])
+            if info["generated"]:
+                stats["generated"] += info["n"]
+                stats["generation_s"] += info["generation_s"]
+                stats["new_tokens"] += info["completion_tokens"]
+    except Exception as exc:  # noqa: BLE001 - re-raised as a clear error
+        inner = _unwrap(exc)
+        if isinstance(inner, AuditKitError):
+            raise inner from None
+        raise RunError(f"run {spec.name!r} failed: {type(inner).__name__}: {str(inner).splitlines()[0] if str(inner) else ''}") from exc
+    return stats
+
+
+def evaluate_spec(spec: RunSpec, *, address: str | None = None, progress: bool = True) -> Any:
+    t0 = time.perf_counter()
+    store = open_store(spec.store.path)
+    plan = build_plan(spec, store)
+    stats = run_pipeline(plan, store, address, progress)
+    missing = [i for i in range(plan.n_shards) if not store.exists(plan.layout.shard(i))]
+    if missing:
+        raise RunError(f"run {spec.name!r}: shards {missing[:10]} were not written; run again to resume")
+    result = merge(plan, store, wall_s=time.perf_counter() - t0, generated=stats["generated"], generation_s=stats["generation_s"], new_tokens=stats["new_tokens"])
+    store.replace(plan.layout.result, result.to_json().encode("utf-8"))
+    store.replace(
+        plan.layout.manifest,
+        json.dumps({"name": spec.name, "fingerprint": plan.layout.run_fp, "generation_fingerprint": plan.layout.gen_fp,
+                    "n_shards": plan.n_shards, "shard_size": plan.layout.shard_size, "n_samples": len(plan.samples),
+                    "state": "complete"}, indent=2).encode(),
+    )
+    return result

@@ -1,0 +1,130 @@
+"""Driver merge: per-sample shards -> RunResult.
+
+Summaries come from the stored rows only, so a resumed run and an
+uninterrupted one give the same numbers; rows are ordered by (shard, index),
+whatever order the actors finished in.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime, timezone
+from typing import Any
+
+from .._version import __version__
+from ..config.identity import dataset_fingerprint, model_identity, redacted_config
+from ..core.aggregate import MeanStats, summarize
+from ..core.registry import build_metric
+from ..core.result import MetricSummary, Perf, RunResult, SampleError, TokenUsage
+from ..core.types import Score
+from ..store.base import ResultStore
+from .plan import Plan
+
+MAX_LISTED_ERRORS = 100
+
+
+def read_samples_table(store: ResultStore, plan: Plan):
+    import pyarrow as pa
+
+    tables = [store.read_table(plan.layout.shard(i)) for i in range(plan.n_shards)]
+    table = pa.concat_tables(tables) if tables else None
+    return table.sort_by([("shard", "ascending"), ("index", "ascending")]) if table is not None else None
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    values = sorted(values)
+    k = (len(values) - 1) * q
+    lo, hi = math.floor(k), math.ceil(k)
+    return values[lo] + (values[hi] - values[lo]) * (k - lo)
+
+
+def merge(plan: Plan, store: ResultStore, *, wall_s: float, generated: int, generation_s: float, new_tokens: int, model_size: int | None = None) -> RunResult:
+    spec = plan.spec
+    table = read_samples_table(store, plan)
+    rows = table.select(["sample_id", "error", "scores", "latency_s", "latency_scope", "prompt_tokens", "completion_tokens", "token_source"]).to_pylist()
+
+    metric_objs = []
+    for m in spec.metrics:
+        params = dict(m.params)
+        if m.on is not None:
+            params["on"] = m.on
+        metric_objs.append(build_metric(m.name, params, m.as_))
+    by_output = {mo.output_name: mo for mo in metric_objs}
+
+    stats: dict[str, MeanStats] = {}
+    errors: list[SampleError] = []
+    error_count = 0
+    latencies: list[float] = []
+    scopes: set[str] = set()
+    tokens = TokenUsage()
+    for row in rows:
+        if row["error"]:
+            error_count += 1
+            if len(errors) < MAX_LISTED_ERRORS:
+                errors.append(SampleError(sample_id=row["sample_id"], stage="generation", message=row["error"]))
+        for sd in json.loads(row["scores"]):
+            s = Score.model_validate(sd)
+            stats.setdefault(s.name, MeanStats()).add(s)
+            if s.status.value == "error" and not row["error"] and len(errors) < MAX_LISTED_ERRORS:
+                errors.append(SampleError(sample_id=row["sample_id"], stage=f"metric:{s.name}", message=s.reason or ""))
+        if row["latency_s"] is not None:
+            latencies.append(row["latency_s"])
+            scopes.add(row["latency_scope"] or "batch")
+        tokens.prompt += row["prompt_tokens"] or 0
+        tokens.completion += row["completion_tokens"] or 0
+        tokens.source = tokens.source or row["token_source"]
+
+    summaries: dict[str, MetricSummary] = {}
+    for name in sorted(stats):
+        base = name.split(".")[0]
+        mo = by_output.get(name) or by_output.get(base)
+        summary = summarize(stats[name])
+        summaries[name] = MetricSummary(
+            name=name,
+            direction=type(mo).direction if mo else "maximize",
+            family=type(mo).family if mo else "custom",
+            identity=mo.identity() if mo else {},
+            **summary,
+        )
+
+    perf = Perf(
+        wall_s=wall_s,
+        generation_s=generation_s or None,
+        samples=len(rows),
+        generated=generated,
+        throughput_samples_per_s=(generated / wall_s) if generated and wall_s else None,
+        tokens_per_s=(new_tokens / wall_s) if new_tokens and wall_s else None,
+        latency_p50_s=_percentile(latencies, 0.50),
+        latency_p95_s=_percentile(latencies, 0.95),
+        latency_p99_s=_percentile(latencies, 0.99),
+        latency_scope="request" if scopes == {"request"} else ("batch" if scopes else None),
+        model_size_bytes=model_size,
+    )
+    return RunResult(
+        run_id=plan.layout.run_fp[:16],
+        name=spec.name,
+        fingerprint=plan.layout.run_fp,
+        generation_fingerprint=plan.layout.gen_fp,
+        dataset_fingerprint=dataset_fingerprint(spec),
+        package_version=__version__,
+        seed=spec.seed,
+        config=redacted_config(spec),
+        metrics=summaries,
+        perf=perf,
+        tokens=tokens,
+        errors=errors,
+        error_count=error_count,
+        samples_path=store.uri(plan.layout.shards_dir),
+        backend=_backend_identity(spec),
+        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        metadata={"experiment": spec.experiment.model_dump(mode="json"), "n_shards": plan.n_shards, "shard_size": plan.layout.shard_size},
+    )
+
+
+def _backend_identity(spec: Any) -> dict[str, Any]:
+    from ..core.secrets import redact
+
+    return redact(model_identity(spec))

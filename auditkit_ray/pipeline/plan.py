@@ -1,0 +1,106 @@
+"""Driver-side planning: read the dataset, build every request, cut shards,
+and find which shards the result store already holds.
+
+All of this happens before any actor starts, so a bad sample (a field the
+template needs is missing) fails fast, naming the sample, with nothing
+half-written.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..adapters.prompt import PromptAdapter
+from ..config.identity import generation_fingerprint, run_fingerprint
+from ..config.models import RunSpec
+from ..core.types import Sample
+from ..data.readers import load_samples, read_records
+from ..errors import ConfigError
+from ..store.base import ResultStore
+from ..store.layout import RunLayout
+
+
+@dataclass
+class Plan:
+    spec: RunSpec
+    samples: list[Sample]
+    layout: RunLayout
+    n_shards: int
+    shard_payloads: dict[int, str] = field(default_factory=dict)
+    done: set[int] = field(default_factory=set)
+    cached_generations: set[int] = field(default_factory=set)
+
+    @property
+    def pending(self) -> list[int]:
+        return [i for i in range(self.n_shards) if i not in self.done]
+
+    @property
+    def needs_generation(self) -> list[int]:
+        return [i for i in self.pending if i not in self.cached_generations]
+
+    @property
+    def n_requests(self) -> int:
+        return len(self.samples) * self.spec.repeats
+
+
+def preflight(spec: RunSpec) -> None:
+    """Checks that are cheap on the driver and expensive to discover in an actor."""
+    m = spec.model
+    if m.type == "hf":
+        p = Path(m.path)
+        if not p.exists():
+            raise ConfigError(f"model.path {m.path!r}: no such directory")
+        if not (p / "config.json").is_file():
+            raise ConfigError(f"model.path {m.path!r}: not an HF-format checkpoint (no config.json)")
+    if m.type == "precomputed" and not Path(m.path).exists():
+        raise ConfigError(f"model.path {m.path!r}: no such file or directory of stored generations")
+
+
+def _few_shot_pool(spec: RunSpec, samples: list[Sample], raws: list[dict]) -> list[tuple[str, dict]]:
+    fs = spec.prompt.few_shot
+    if not fs or fs.n == 0:
+        return []
+    if fs.path:
+        return [(f"fewshot-{i}", rec) for i, (_, rec) in enumerate(read_records(fs.path))]
+    return [(s.id, r) for s, r in zip(samples, raws)]
+
+
+def build_plan(spec: RunSpec, store: ResultStore) -> Plan:
+    preflight(spec)
+    samples, raws = load_samples(spec.dataset)
+    adapter = PromptAdapter(spec.prompt, spec.dataset, spec.seed, _few_shot_pool(spec, samples, raws))
+    size = spec.execution.shard_size
+    n_shards = math.ceil(len(samples) / size)
+    layout = RunLayout(run_fingerprint(spec), generation_fingerprint(spec), size)
+    plan = Plan(spec=spec, samples=samples, layout=layout, n_shards=n_shards)
+
+    done_names = set(store.list(layout.shards_dir))
+    plan.done = {i for i in range(n_shards) if RunLayout.shard_name(i) in done_names}
+    gen_names = set(store.list(layout.gen_dir))
+    plan.cached_generations = {i for i in range(n_shards) if RunLayout.shard_name(i) in gen_names}
+
+    # Build every prompt now (fails fast on a bad sample), keep payloads of pending shards.
+    for i in range(n_shards):
+        chunk = list(zip(samples[i * size : (i + 1) * size], raws[i * size : (i + 1) * size]))
+        items: list[dict[str, Any]] = []
+        for sample, raw in chunk:
+            prompt = adapter.build(sample, raw)
+            for r in range(spec.repeats):
+                items.append(
+                    {
+                        "sample": sample.model_dump(mode="json"),
+                        "request": {
+                            "sample_id": sample.id,
+                            "prompt": prompt,
+                            "repeat": r,
+                            "target": sample.targets[0] if sample.targets else None,
+                        },
+                    }
+                )
+        if i not in plan.done:
+            plan.shard_payloads[i] = json.dumps({"shard": i, "items": items}, ensure_ascii=False)
+    return plan

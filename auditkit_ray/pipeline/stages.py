@@ -1,0 +1,172 @@
+"""Ray Data stages. Each input row is one shard (its samples serialised), so
+batch composition is a function of the shard alone: the same on 1 actor or
+16, and after a resume.
+
+``GenerateStage`` lives in the generation actor pool (GPU-pinned through
+``num_gpus``); ``ScoreStage`` in its own CPU pool. Both write their shard to
+the result store atomically before returning, so a retried task finds the
+finished file and does not redo the work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+from ..backends.base import Request, create_backend
+from ..config.models import RunSpec
+from ..core.types import Generation, Sample
+from ..errors import AuditKitError, RunError
+from ..store.base import ResultStore
+from ..store.layout import RunLayout
+from . import tables
+
+
+def worker_info() -> dict[str, Any]:
+    info: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid()}
+    try:
+        import ray
+
+        info["gpu_ids"] = [str(g) for g in ray.get_gpu_ids()]
+    except Exception:  # noqa: BLE001 - outside Ray
+        info["gpu_ids"] = []
+    info["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return info
+
+
+def _rows(batch: dict[str, Any]) -> list[str]:
+    return [str(p) for p in batch["payload"]]
+
+
+def _out(payloads: list[dict]) -> dict[str, np.ndarray]:
+    return {
+        "shard": np.array([p["shard"] for p in payloads], dtype=np.int64),
+        "payload": np.array([json.dumps(p, ensure_ascii=False) for p in payloads], dtype=object),
+    }
+
+
+class GenerateStage:
+    def __init__(self, spec_json: str, store: ResultStore, layout: RunLayout, threads: int = 1) -> None:
+        self.spec = RunSpec.model_validate_json(spec_json)
+        self.store = store
+        self.layout = layout
+        self.threads = threads
+        self.backend = None
+        self.worker = worker_info()
+
+    def _get_backend(self):
+        if self.backend is None:
+            backend = create_backend(self.spec.model, self.spec.generation, self.spec.seed)
+            backend.load()  # once per actor, reused for every shard
+            if "torch" in sys.modules and self.threads:
+                sys.modules["torch"].set_num_threads(self.threads)
+            self.backend = backend
+        return self.backend
+
+    def _generate(self, shard: int, requests: list[Request]) -> tuple[list[dict], float]:
+        retries = self.spec.execution.max_shard_retries
+        last: Exception | None = None
+        for attempt in range(retries + 1):
+            t0 = time.perf_counter()
+            try:
+                gens = self._get_backend().generate(requests)
+                if len(gens) != len(requests):
+                    raise RuntimeError(f"backend returned {len(gens)} generations for {len(requests)} requests")
+                return [g.model_dump(mode="json") for g in gens], time.perf_counter() - t0
+            except AuditKitError:
+                raise  # fatal: engine dead, out of memory, bad model
+            except Exception as exc:  # noqa: BLE001 - retried, then recorded per sample
+                last = exc
+                time.sleep(min(2.0, 0.1 * 2**attempt))
+        msg = f"shard {shard} failed after {retries + 1} attempts: {type(last).__name__}: {last}"
+        return [Generation(error=msg).model_dump(mode="json") for _ in requests], 0.0
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, np.ndarray]:
+        out = []
+        for payload in _rows(batch):
+            shard = json.loads(payload)
+            i = shard["shard"]
+            rel = self.layout.gen_shard(i)
+            if self.store.exists(rel):
+                shard["generations"] = tables.generations_from_table(self.store.read_table(rel))
+                shard["generated"] = False
+            else:
+                requests = [Request(**it["request"]) for it in shard["items"]]
+                gens, seconds = self._generate(i, requests)
+                if not any(g.get("error", "").startswith(f"shard {i} failed") for g in gens if g.get("error")):
+                    self.store.write_table(rel, tables.generation_table(i, shard["items"], gens))
+                shard["generations"] = gens
+                shard["generated"] = True
+                shard["generation_s"] = seconds
+            shard["worker"] = self.worker
+            out.append(shard)
+        return _out(out)
+
+
+def load_cached_generations(batch: dict[str, Any], store: ResultStore, layout: RunLayout) -> dict[str, np.ndarray]:
+    """Used instead of GenerateStage when every pending shard's outputs are
+    already stored: no model is loaded, no GPU requested."""
+    out = []
+    for payload in _rows(batch):
+        shard = json.loads(payload)
+        shard["generations"] = tables.generations_from_table(store.read_table(layout.gen_shard(shard["shard"])))
+        shard["generated"] = False
+        shard["worker"] = worker_info()
+        out.append(shard)
+    return _out(out)
+
+
+class ScoreStage:
+    def __init__(self, spec_json: str, store: ResultStore, layout: RunLayout) -> None:
+        from ..annotators.extract import build_annotator
+        from ..core.registry import build_metric
+
+        self.spec = RunSpec.model_validate_json(spec_json)
+        self.store = store
+        self.layout = layout
+        self.annotators = [(a.name, build_annotator(a)) for a in self.spec.annotators]
+        self.metrics = []
+        for m in self.spec.metrics:
+            params = dict(m.params)
+            if m.on is not None:
+                params["on"] = m.on
+            self.metrics.append(build_metric(m.name, params, m.as_))
+
+    def score_shard(self, shard: dict) -> dict:
+        from ..annotators.extract import apply_annotators
+
+        items = shard["items"]
+        gens = [Generation.model_validate(g) for g in shard["generations"]]
+        samples = [Sample.model_validate(it["sample"]) for it in items]
+        annotations = [apply_annotators(self.annotators, g) for g in gens]
+        contexts = [{"annotations": a, "prompt": it["request"]["prompt"], "repeat": it["request"]["repeat"]} for a, it in zip(annotations, items)]
+        per_item: list[list[dict]] = [[] for _ in items]
+        batch = list(zip(samples, gens, contexts))
+        for metric in self.metrics:
+            for k, scores in enumerate(metric.evaluate_batch(batch)):
+                per_item[k].extend(s.model_dump(mode="json") for s in scores)
+        table = tables.run_table(shard["shard"], items, shard["generations"], annotations, per_item, shard["worker"])
+        self.store.write_table(self.layout.shard(shard["shard"]), table)
+        return {
+            "shard": shard["shard"],
+            "n": len(items),
+            "generated": shard.get("generated", False),
+            "generation_s": shard.get("generation_s", 0.0),
+            "completion_tokens": sum(g.completion_tokens or 0 for g in gens) if shard.get("generated") else 0,
+        }
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, np.ndarray]:
+        out = [self.score_shard(json.loads(p)) for p in _rows(batch)]
+        return {
+            "shard": np.array([o["shard"] for o in out], dtype=np.int64),
+            "payload": np.array([json.dumps(o) for o in out], dtype=object),
+        }
+
+
+__all__ = ["GenerateStage", "ScoreStage", "load_cached_generations", "RunError"]

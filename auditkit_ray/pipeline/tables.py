@@ -1,0 +1,61 @@
+"""Per-sample tables: generation shards (cache) and run shards (scored rows)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+GEN_COLUMNS = ("shard", "index", "sample_id", "repeat", "generation")
+
+
+def generation_table(shard: int, items: list[dict], generations: list[dict]):
+    import pyarrow as pa
+
+    return pa.table(
+        {
+            "shard": pa.array([shard] * len(items), pa.int32()),
+            "index": pa.array(range(len(items)), pa.int32()),
+            "sample_id": pa.array([it["request"]["sample_id"] for it in items], pa.string()),
+            "repeat": pa.array([it["request"]["repeat"] for it in items], pa.int32()),
+            "generation": pa.array([json.dumps(g, ensure_ascii=False) for g in generations], pa.string()),
+        }
+    )
+
+
+def generations_from_table(table) -> list[dict]:
+    return [json.loads(g) for g in table.column("generation").to_pylist()]
+
+
+def run_table(shard: int, items: list[dict], generations: list[dict], annotations: list[dict], scores: list[list[dict]], worker: dict):
+    import pyarrow as pa
+
+    def col(key: str) -> list[Any]:
+        return [g.get(key) for g in generations]
+
+    def js(v: Any) -> str:
+        return json.dumps(v, ensure_ascii=False)
+
+    n = len(items)
+    return pa.table(
+        {
+            "shard": pa.array([shard] * n, pa.int32()),
+            "index": pa.array(range(n), pa.int32()),
+            "sample_id": pa.array([it["request"]["sample_id"] for it in items], pa.string()),
+            "repeat": pa.array([it["request"]["repeat"] for it in items], pa.int32()),
+            "prompt": pa.array([p if isinstance(p := it["request"]["prompt"], str) else js(p) for it in items], pa.string()),
+            "target": pa.array([js(it["sample"].get("target")) for it in items], pa.string()),
+            "text": pa.array(col("text"), pa.string()),
+            "raw_text": pa.array(col("raw_text"), pa.string()),
+            "error": pa.array(col("error"), pa.string()),
+            "finish_reason": pa.array(col("finish_reason"), pa.string()),
+            "prompt_tokens": pa.array(col("prompt_tokens"), pa.int64()),
+            "completion_tokens": pa.array(col("completion_tokens"), pa.int64()),
+            "token_source": pa.array(col("token_source"), pa.string()),
+            "latency_s": pa.array(col("latency_s"), pa.float64()),
+            "latency_scope": pa.array(col("latency_scope"), pa.string()),
+            "tool_calls": pa.array([js(g.get("tool_calls")) for g in generations], pa.string()),
+            "annotations": pa.array([js(a) for a in annotations], pa.string()),
+            "scores": pa.array([js(s) for s in scores], pa.string()),
+            "worker": pa.array([js(worker)] * n, pa.string()),
+        }
+    )

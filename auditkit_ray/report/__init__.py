@@ -1,0 +1,1 @@
+"""Reports: terminal tables (more formats in later versions)."""

@@ -1,0 +1,73 @@
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="the Ray pipeline tests need the 'ray' extra (make test installs it)")
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(tmp_path_factory):
+    """One real local Ray for the pipeline tests: 2 CPUs and 4 logical GPUs."""
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(num_cpus=2, num_gpus=4, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")])}})
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture
+def arith(tmp_path) -> Path:
+    p = tmp_path / "arith.jsonl"
+    with open(p, "w") as f:
+        for i in range(40):
+            a, b = i % 7, (i * 3) % 11
+            f.write(json.dumps({"id": f"q{i:03d}", "question": f"What is {a} plus {b}?", "answer": str(a + b)}) + "\n")
+    return p
+
+
+@pytest.fixture
+def make_spec(tmp_path, arith):
+    """make_spec(store_name, **overrides) -> RunSpec over the arith data."""
+    from auditkit_ray.config import run_spec_from_dict
+
+    def _make(store: str = "store", data: Path | None = None, **over):
+        spec = {
+            "name": "t",
+            "model": {"type": "simulated", "fixed_cost_s": 0.0, "per_token_s": 0.0, "output": "target"},
+            "dataset": {"path": str(data or arith), "input_field": "question", "target_field": "answer"},
+            "prompt": {"template": "{{ question }} Answer:"},
+            "metrics": ["exact_match", "token_f1"],
+            "execution": {"shard_size": 8},
+            "store": {"path": str(tmp_path / store)},
+        }
+        for k, v in over.items():
+            if isinstance(v, dict) and isinstance(spec.get(k), dict) and "type" not in v:
+                spec[k] = {**spec[k], **v}
+            else:
+                spec[k] = v
+        return run_spec_from_dict(spec)
+
+    return _make
+
+
+def rows_of(result) -> list[tuple]:
+    from auditkit_ray.api import samples_table
+
+    return [(r["sample_id"], r["repeat"], r["text"], r["scores"]) for r in samples_table(result).to_pylist()]
+
+
+def numbers_of(result) -> dict:
+    return {k: (m.mean, m.n, m.counts, m.stderr, m.ci_low, m.ci_high) for k, m in result.metrics.items()}
+
+
+@pytest.fixture
+def rows():
+    return rows_of
+
+
+@pytest.fixture
+def numbers():
+    return numbers_of

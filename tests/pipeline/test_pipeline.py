@@ -1,0 +1,227 @@
+"""The Ray pipeline on a real local Ray (2 CPUs, 4 logical GPUs)."""
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from auditkit_ray import ConfigError, DataError, Status
+from auditkit_ray.api import evaluate, samples_table
+
+pytestmark = pytest.mark.usefixtures("ray_cluster")
+
+
+def test_simulated_run_scores_every_sample_and_writes_result(make_spec, tmp_path):
+    spec = make_spec()
+    res = evaluate(spec)
+    assert res.metrics["exact_match"].mean == 1.0 and res.metrics["exact_match"].n == 40
+    assert res.perf.samples == 40 and res.perf.generated == 40
+    assert res.metadata["n_shards"] == 5
+    stored = json.loads((tmp_path / "store" / "runs" / res.fingerprint / "result.json").read_text())
+    assert stored["fingerprint"] == res.fingerprint and stored["format"] == 1
+    t = samples_table(res)
+    assert t.column("sample_id").to_pylist() == [f"q{i:03d}" for i in range(40)]  # order survives
+
+
+def test_same_scores_from_one_actor_and_two_actors(make_spec, rows, numbers):
+    over = {"model": {"type": "simulated", "fixed_cost_s": 0.05, "per_token_s": 0.0, "output": "prompt"}}
+    one = evaluate(make_spec("s1", execution={"shard_size": 8, "generation_actors": 1}, **over))
+    two = evaluate(make_spec("s2", execution={"shard_size": 8, "generation_actors": 2, "scoring_actors": 2}, **over))
+    assert one.fingerprint == two.fingerprint
+    assert rows(one) == rows(two)
+    assert numbers(one) == numbers(two)
+    pids = {json.loads(w)["pid"] for w in samples_table(two).column("worker").to_pylist()}
+    assert len(pids) == 2, "two generation actors should both have worked"
+
+
+def test_four_generation_actors_each_see_a_different_cuda_visible_devices(make_spec):
+    spec = make_spec(
+        model={"type": "simulated", "fixed_cost_s": 0.3, "per_token_s": 0.0},
+        execution={"shard_size": 2, "generation_actors": 4},
+    )
+    res = evaluate(spec)
+    workers = {}
+    for w in samples_table(res).column("worker").to_pylist():
+        w = json.loads(w)
+        workers[w["pid"]] = w
+    assert len(workers) == 4
+    visible = [w["cuda_visible_devices"] for w in workers.values()]
+    assert all(v is not None for v in visible)
+    assert len(set(visible)) == 4, visible
+    assert sorted(g for w in workers.values() for g in w["gpu_ids"]) == ["0", "1", "2", "3"]
+
+
+def test_teardown_frees_the_clusters_gpus(make_spec, ray_cluster):
+    evaluate(make_spec(execution={"shard_size": 4, "generation_actors": 4}))
+    deadline = time.time() + 30
+    while time.time() < deadline and ray_cluster.available_resources().get("GPU", 0) < 4:
+        time.sleep(0.2)
+    assert ray_cluster.available_resources().get("GPU", 0) == 4
+
+
+def test_generation_error_is_recorded_as_error_and_counted(make_spec):
+    spec = make_spec(model={"type": "simulated", "fixed_cost_s": 0.0, "fail_ids": ["q003", "q017"]})
+    res = evaluate(spec)
+    em = res.metrics["exact_match"]
+    assert em.n == 38 and em.counts["error"] == 2 and em.mean == 1.0  # errors are not zeros
+    assert res.error_count == 2
+    assert {e.sample_id for e in res.errors} == {"q003", "q017"}
+    assert all("simulated failure" in e.message for e in res.errors)
+    rows = {r["sample_id"]: r for r in samples_table(res).to_pylist()}
+    assert rows["q003"]["error"] and json.loads(rows["q003"]["scores"])[0]["status"] == Status.ERROR.value
+
+
+def test_changing_only_metrics_rescores_stored_generations_without_generating(make_spec):
+    first = evaluate(make_spec())
+    assert first.perf.generated == 40
+    again = evaluate(make_spec())
+    assert again.perf.generated == 0 and again.fingerprint == first.fingerprint  # resume: nothing to do
+    more = evaluate(make_spec(metrics=["exact_match", "token_f1", "contains"]))
+    assert more.fingerprint != first.fingerprint
+    assert more.generation_fingerprint == first.generation_fingerprint
+    assert more.perf.generated == 0 and more.metrics["contains"].n == 40
+
+
+def test_worker_killed_mid_run_completes_with_no_sample_lost_or_counted_twice(make_spec, tmp_path, rows, numbers):
+    slow = {"type": "simulated", "fixed_cost_s": 0.4, "per_token_s": 0.0, "output": "prompt"}
+    spec = make_spec("killed", model=slow, execution={"shard_size": 2, "generation_actors": 1})
+    gen_dir = tmp_path / "killed" / "generations"
+    killed = {}
+
+    def killer():
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if list(gen_dir.rglob("shard-*.parquet")):
+                # the first finished run shard names the generation actor's pid
+                pid = _generation_actor_pid(tmp_path / "killed")
+                if pid:
+                    os.kill(pid, signal.SIGKILL)
+                    killed["pid"] = pid
+                    return
+            time.sleep(0.05)
+
+    t = threading.Thread(target=killer)
+    t.start()
+    res = evaluate(spec)
+    t.join()
+    assert killed, "the generation actor was never killed"
+    ref = evaluate(make_spec("ref", model=slow, execution={"shard_size": 2, "generation_actors": 1}))
+    assert rows(res) == rows(ref)
+    assert numbers(res) == numbers(ref)
+    ids = [r[0] for r in rows(res)]
+    assert len(ids) == len(set(ids)) == 40
+    pids = {json.loads(w)["pid"] for w in samples_table(res).column("worker").to_pylist()}
+    assert killed["pid"] in pids and len(pids) >= 2, "a restarted actor should have finished the run"
+
+
+def _generation_actor_pid(store: Path) -> int | None:
+    for f in sorted((store / "runs").rglob("shard-*.parquet")):
+        import pyarrow.parquet as pq
+
+        try:
+            w = pq.read_table(f, columns=["worker"]).column("worker")[0].as_py()
+        except Exception:  # noqa: BLE001 - file being linked
+            continue
+        return json.loads(w)["pid"]
+    return None
+
+
+# ----------------------------------------------------------------------------- bad input
+def _assert_nothing_written(store: Path):
+    assert not list(store.rglob("shard-*.parquet")) and not list(store.rglob("result.json"))
+
+
+def test_empty_dataset_is_a_clear_error(make_spec, tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    with pytest.raises(DataError, match="no samples"):
+        evaluate(make_spec(data=empty))
+    _assert_nothing_written(tmp_path / "store")
+
+
+def test_sample_missing_a_template_field_names_the_sample(make_spec, tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"id": "ok", "question": "q", "answer": "a"}\n{"id": "bad-7", "answer": "a"}\n')
+    with pytest.raises(DataError) as exc:
+        evaluate(make_spec(data=data))
+    assert "bad-7" in str(exc.value) and "question" in str(exc.value)
+    _assert_nothing_written(tmp_path / "store")
+
+
+def test_model_path_that_does_not_exist_is_a_clear_error(make_spec, tmp_path):
+    with pytest.raises(ConfigError, match="no-such-model"):
+        evaluate(make_spec(model={"type": "hf", "path": str(tmp_path / "no-such-model")}))
+    _assert_nothing_written(tmp_path / "store")
+
+
+def test_dataset_that_is_not_utf8_names_the_file_and_line(make_spec, tmp_path):
+    data = tmp_path / "latin.jsonl"
+    data.write_bytes(b'{"id": "1", "question": "ok", "answer": "1"}\n{"id": "2", "question": "caf\xe9", "answer": "2"}\n')
+    with pytest.raises(DataError) as exc:
+        evaluate(make_spec(data=data))
+    assert f"{data}:2" in str(exc.value) and "UTF-8" in str(exc.value)
+    _assert_nothing_written(tmp_path / "store")
+
+
+def test_partial_temporary_files_are_never_read_as_complete(make_spec, tmp_path):
+    spec = make_spec()
+    from auditkit_ray.config.identity import generation_fingerprint, run_fingerprint
+
+    shards = tmp_path / "store" / "runs" / run_fingerprint(spec) / "s8"
+    shards.mkdir(parents=True)
+    (shards / ".shard-00000.parquet.tmp-dead").write_bytes(b"PAR1 half written")
+    res = evaluate(spec)
+    assert res.perf.generated == 40 and res.metrics["exact_match"].n == 40
+
+
+def test_resume_after_driver_kill_matches_uninterrupted_run(make_spec, tmp_path, ray_cluster, rows, numbers):
+    """The driver (`auditkit-ray run` in its own process, joined to the same
+    cluster) is SIGKILLed halfway; running it again finishes only the missing
+    shards and gives the same RunResult numbers and per-sample scores."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    slow = {"type": "simulated", "fixed_cost_s": 0.25, "per_token_s": 0.0, "output": "prompt"}
+    spec = make_spec("resumed", model=slow, execution={"shard_size": 2, "generation_actors": 1})
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(yaml.safe_dump(spec.model_dump(mode="json", by_alias=True)))
+    address = ray_cluster.get_runtime_context().gcs_address
+    cmd = [sys.executable, "-m", "auditkit_ray.cli", "run", str(cfg), "--address", address, "--quiet"]
+    shards_dir = tmp_path / "resumed" / "runs" / spec_fingerprint(spec) / "s2"
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list(shards_dir.glob("shard-*.parquet"))) < 6:
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = {f.name: f.stat().st_ino for f in shards_dir.glob("shard-*.parquet")}
+    assert 6 <= len(before) < 20, f"kill should land halfway, found {len(before)} of 20 shards"
+
+    out = subprocess.run(cmd[:-1] + ["--json"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    from auditkit_ray import RunResult
+
+    resumed = RunResult.model_validate_json(out.stdout)
+    after = {f.name: f.stat().st_ino for f in shards_dir.glob("shard-*.parquet")}
+    assert len(after) == 20
+    assert all(after[k] == v for k, v in before.items()), "finished shards must not be rewritten"
+    # at most the shards in flight at the kill are generated again
+    assert resumed.perf.generated <= 40 - 2 * len(before) + 2 * 2
+
+    ref = evaluate(make_spec("uninterrupted", model=slow, execution={"shard_size": 2, "generation_actors": 1}))
+    assert resumed.fingerprint == ref.fingerprint
+    assert numbers(resumed) == numbers(ref)
+    assert rows(resumed) == rows(ref)
+
+
+def spec_fingerprint(spec):
+    from auditkit_ray.config.identity import run_fingerprint
+
+    return run_fingerprint(spec)
