@@ -104,6 +104,7 @@ class GenerateStage:
                 shard["generations"] = gens
                 shard["generated"] = True
                 shard["generation_s"] = seconds
+            shard["generated_at"] = time.time()
             shard["worker"] = self.worker
             out.append(shard)
         return _out(out)
@@ -151,7 +152,8 @@ class ScoreStage:
         for metric in self.metrics:
             for k, scores in enumerate(metric.evaluate_batch(batch)):
                 per_item[k].extend(s.model_dump(mode="json") for s in scores)
-        table = tables.run_table(shard["shard"], items, shard["generations"], annotations, per_item, shard["worker"])
+        timing = {"generated_at": shard.get("generated_at"), "scored_at": time.time()}
+        table = tables.run_table(shard["shard"], items, shard["generations"], annotations, per_item, {**shard["worker"], **timing})
         self.store.write_table(self.layout.shard(shard["shard"]), table)
         return {
             "shard": shard["shard"],

@@ -225,3 +225,28 @@ def spec_fingerprint(spec):
     from auditkit_ray.config.identity import run_fingerprint
 
     return run_fingerprint(spec)
+
+
+def test_precomputed_backend_rescores_a_stored_run_and_reports_missing_outputs(make_spec, tmp_path):
+    first = evaluate(make_spec(model={"type": "simulated", "output": "prompt", "fixed_cost_s": 0.0}))
+    run_dir = tmp_path / "store" / "runs" / first.fingerprint
+    re = evaluate(make_spec("rescored", model={"type": "precomputed", "path": str(run_dir)}, metrics=["contains"]))
+    assert [r["text"] for r in samples_table(re).to_pylist()] == [r["text"] for r in samples_table(first).to_pylist()]
+    assert re.metrics["contains"].n == 40
+
+    outputs = tmp_path / "outputs.jsonl"
+    outputs.write_text('{"id": "q000", "output": "3"}\n')
+    part = evaluate(make_spec("partial", model={"type": "precomputed", "path": str(outputs)}))
+    assert part.metrics["exact_match"].n == 1 and part.metrics["exact_match"].counts["error"] == 39
+
+
+def test_scoring_of_first_shards_overlaps_generation_of_later_ones(make_spec):
+    spec = make_spec(
+        model={"type": "simulated", "fixed_cost_s": 0.25, "per_token_s": 0.0},
+        execution={"shard_size": 2, "generation_actors": 1},
+    )
+    res = evaluate(spec)
+    workers = [json.loads(w) for w in samples_table(res).column("worker").to_pylist()]
+    first_scored = min(w["scored_at"] for w in workers)
+    last_generated = max(w["generated_at"] for w in workers)
+    assert first_scored < last_generated - 1.0, "scoring should start while generation is still running"
