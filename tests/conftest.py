@@ -44,3 +44,15 @@ def data_file(tmp_path) -> Path:
         encoding="utf-8",
     )
     return p
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> Path:
+    """The repo's tiny Llama checkpoint, built once per session by its script."""
+    import subprocess
+
+    pytest.importorskip("transformers", reason="the tiny model needs the 'hf' extra (make test installs it)")
+    out = tmp_path_factory.mktemp("tiny-model") / "model"
+    subprocess.run([sys.executable, str(ROOT / "examples/tiny_model/build.py"), "--out", str(out)], check=True,
+                   capture_output=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    return out

@@ -35,6 +35,16 @@ def _import_torch_transformers():
     return torch, transformers
 
 
+def _dtype_kwarg(transformers: Any) -> str:
+    """``from_pretrained``'s dtype argument: ``dtype`` since transformers 4.56
+    (``torch_dtype`` is deprecated in 5.x), ``torch_dtype`` before."""
+    try:
+        major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+    except ValueError:
+        return "dtype"
+    return "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
+
+
 def _derived_seed(*parts: Any) -> int:
     data = "\x1f".join(str(p) for p in parts).encode("utf-8")
     return int.from_bytes(hashlib.sha256(data).digest()[:8], "big") & ((1 << 63) - 1)
@@ -87,8 +97,9 @@ class HFBackend(Backend):
         try:
             tokenizer = transformers.AutoTokenizer.from_pretrained(str(path), **common)
             dtype: Any = "auto" if spec.dtype == "auto" else getattr(torch, _DTYPES[spec.dtype])
-            # transformers >= 4.56 / 5.x: ``dtype`` (``torch_dtype`` is deprecated)
-            model = transformers.AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, **common)
+            model = transformers.AutoModelForCausalLM.from_pretrained(
+                str(path), **{_dtype_kwarg(transformers): dtype}, **common
+            )
         except (OSError, ValueError) as exc:
             raise RunError(f"hf backend: cannot load model from {str(spec.path)!r}: {exc}") from exc
 
@@ -143,40 +154,43 @@ class HFBackend(Backend):
 
     # ------------------------------------------------------------------ generate
     def generate(self, requests: list[Request]) -> list[Generation]:
+        """Encode every prompt, sort the request list by prompt length (ties by
+        position), cut it into sub-batches of ``batch_size`` and return results
+        in the original order. Sorting the whole list (not only inside a
+        sub-batch) is what saves padding; the composition is still a function
+        of the request list alone, so the pipeline's determinism holds."""
         torch, _ = _import_torch_transformers()
         self._require_loaded()
         results: list[Generation | None] = [None] * len(requests)
-        for idx in self._sub_batches(len(requests)):
-            encoded: list[tuple[int, list[int]]] = []
-            for i in idx:
-                try:
-                    ids = self._encode_prompt(requests[i].prompt)
-                except Exception as exc:  # noqa: BLE001 - a bad prompt fails its own request only
-                    results[i] = Generation(error=f"prompt encoding failed: {type(exc).__name__}: {exc}")
-                    continue
-                if not ids:
-                    results[i] = Generation(error="prompt encodes to no tokens")
-                elif self._max_positions and len(ids) >= self._max_positions:
-                    results[i] = Generation(
-                        error=f"prompt has {len(ids)} tokens; the model takes at most {self._max_positions}"
-                    )
-                else:
-                    encoded.append((i, ids))
-            if not encoded:
+        encoded: list[tuple[int, list[int]]] = []
+        for i, req in enumerate(requests):
+            try:
+                ids = self._encode_prompt(req.prompt)
+            except Exception as exc:  # noqa: BLE001 - a bad prompt fails its own request only
+                results[i] = Generation(error=f"prompt encoding failed: {type(exc).__name__}: {exc}")
                 continue
-            first = requests[idx[0]]
+            if not ids:
+                results[i] = Generation(error="prompt encodes to no tokens")
+            elif self._max_positions and len(ids) >= self._max_positions:
+                results[i] = Generation(error=f"prompt has {len(ids)} tokens; the model takes at most {self._max_positions}")
+            else:
+                encoded.append((i, ids))
+        encoded.sort(key=lambda e: (len(e[1]), e[0]))
+        size = self.spec.batch_size
+        for start in range(0, len(encoded), size):
+            chunk = encoded[start : start + size]
+            first = requests[min(i for i, _ in chunk)]
             t0 = time.perf_counter()
             try:
-                gens = self._generate_sub_batch(torch, encoded, _derived_seed(self.seed, first.sample_id, first.repeat))
+                gens = self._generate_sub_batch(torch, chunk, _derived_seed(self.seed, first.sample_id, first.repeat))
             except Exception as exc:  # noqa: BLE001
                 if _is_oom(torch, exc):
                     self._empty_cache(torch)
                     raise RunError(
-                        f"out of memory in hf generation (sub-batch of {len(encoded)}, batch_size "
-                        f"{self.spec.batch_size}): {exc}"
+                        f"out of memory in hf generation (sub-batch of {len(chunk)}, batch_size {size}): {exc}"
                     ) from exc
                 err = f"{type(exc).__name__}: {exc}"
-                gens = {i: Generation(error=err) for i, _ in encoded}
+                gens = {i: Generation(error=err) for i, _ in chunk}
             wall = time.perf_counter() - t0
             for i, g in gens.items():
                 g.latency_s = wall
@@ -291,7 +305,8 @@ class HFBackend(Backend):
                     self._empty_cache(torch)
                     raise RunError(f"out of memory in hf loglikelihood (sub-batch of {len(idx)}): {exc}") from exc
                 raise
-        return [r for r in results if r is not None]
+        assert all(r is not None for r in results)
+        return results  # type: ignore[return-value]
 
     def _loglikelihood_sub_batch(self, torch: Any, pairs, idx: list[int], results: list) -> None:
         rows = []  # (request index, input ids, continuation ids)

@@ -175,7 +175,23 @@ def build(out_dir: str | os.PathLike = DEFAULT_OUT, seed: int = 0, train_steps: 
     )
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
+    _compat_tokenizer_config(out / "tokenizer_config.json")
     return out
+
+
+def _compat_tokenizer_config(path: Path) -> None:
+    """Let transformers 4.x read the tokenizer too (vLLM may pin it):
+    transformers 5 writes ``tokenizer_class: TokenizersBackend``, a class 4.x
+    lacks, and keeps the chat template only in ``chat_template.jinja``, which
+    4.x before 4.50 does not read."""
+    import json
+
+    cfg = json.loads(path.read_text(encoding="utf-8"))
+    cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
+    cfg["model_input_names"] = ["input_ids", "attention_mask"]  # 4.x adds token_type_ids otherwise
+    cfg["chat_template"] = CHAT_TEMPLATE
+    cfg.pop("backend", None)
+    path.write_text(json.dumps(cfg, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
