@@ -97,8 +97,12 @@ class HFBackend(Backend):
         try:
             tokenizer = transformers.AutoTokenizer.from_pretrained(str(path), **common)
             dtype: Any = "auto" if spec.dtype == "auto" else getattr(torch, _DTYPES[spec.dtype])
+            # An actor given several GPUs (num_gpus > 1: Ray sets CUDA_VISIBLE_DEVICES
+            # to all of them) spreads the layers over them with accelerate.
+            spread = device == "cuda" and torch.cuda.device_count() > 1
+            extra = {"device_map": "auto"} if spread else {}
             model = transformers.AutoModelForCausalLM.from_pretrained(
-                str(path), **{_dtype_kwarg(transformers): dtype}, **common
+                str(path), **{_dtype_kwarg(transformers): dtype}, **common, **extra
             )
         except (OSError, ValueError) as exc:
             raise RunError(f"hf backend: cannot load model from {str(spec.path)!r}: {exc}") from exc
@@ -106,7 +110,10 @@ class HFBackend(Backend):
         tokenizer.padding_side = "left"
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
-        model.to(device)
+        if spread:
+            device = str(next(model.parameters()).device)  # inputs go to the first shard
+        else:
+            model.to(device)
         model.eval()
         if spec.quantization == "int8-dynamic":
             if model.dtype != torch.float32:

@@ -56,12 +56,13 @@ class SimulatedBackend(_Backend):
     batch_size: int = Field(16, ge=1)
     fail_ids: list[str] = Field(default_factory=list, description="sample ids whose generation raises (fault tests)")
     gpu: bool = Field(True, description="request GPUs like a real model would")
+    num_gpus: float = Field(1.0, gt=0, description="GPUs per generation actor when the cluster has GPUs")
 
     def needs_gpu(self) -> bool:
         return self.gpu
 
     def _not_in_identity(self) -> set[str]:
-        return {"batch_size", "gpu"}
+        return {"batch_size", "gpu", "num_gpus"}
 
 
 class HFBackend(_Backend):

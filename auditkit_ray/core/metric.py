@@ -82,7 +82,10 @@ class Metric(ABC):
     family: ClassVar[str] = "custom"
     version: ClassVar[str] = "1"
     description: ClassVar[str] = ""
-    #: "mean" (per-sample values averaged) or a corpus aggregator name
+    #: "mean": per-sample values are averaged. "corpus": each scored sample
+    #: carries sufficient statistics in ``score.metadata["stats"]``; shards
+    #: merge them with ``combine`` (any order, any split) and ``finalize``
+    #: turns the total into the corpus score (BLEU, chrF, TER, ...).
     aggregation: ClassVar[str] = "mean"
 
     def __init_subclass__(cls, abstract: bool = False, **kwargs: Any) -> None:
@@ -126,6 +129,21 @@ class Metric(ABC):
     # -- defaulted hooks ----------------------------------------------------
     def score_batch(self, items: list[tuple[Sample, Generation, dict]]) -> list[Score | dict[str, Score]]:
         return [self.score(s, g, c) for s, g, c in items]
+
+    # -- corpus-level metrics (aggregation = "corpus") -------------------------
+    def combine(self, a: list[float], b: list[float]) -> list[float]:
+        """Merge two sufficient statistics (default: elementwise sum)."""
+        if len(a) != len(b):
+            raise ValueError(f"{self.output_name}: statistics of different lengths ({len(a)} vs {len(b)})")
+        return [x + y for x, y in zip(a, b)]
+
+    def finalize(self, stats: list[float]) -> float | None:
+        """Corpus score from merged statistics (corpus metrics override this)."""
+        raise TypeError(f"{type(self).__name__} declares aggregation='corpus' but no finalize()")
+
+    def signature(self) -> str | None:
+        """A reference implementation's signature to record (e.g. sacrebleu's)."""
+        return None
 
     def identity(self) -> dict[str, Any]:
         cls = type(self)

@@ -32,6 +32,8 @@ class MetricSummary(_Model):
     name: str
     direction: Direction
     family: str = "custom"
+    #: "mean" of per-sample values, or "corpus" (finalized from merged statistics)
+    aggregation: str = "mean"
     mean: float | None = None
     n: int = 0
     total: int = 0

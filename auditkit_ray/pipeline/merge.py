@@ -14,9 +14,9 @@ from typing import Any
 
 from .._version import __version__
 from ..config.identity import dataset_fingerprint, model_identity, redacted_config
-from ..core.aggregate import MeanStats, summarize
 from ..core.registry import build_metric
-from ..core.result import MetricSummary, Perf, RunResult, SampleError, TokenUsage
+from ..core.summary import Accumulator
+from ..core.result import Perf, RunResult, SampleError, TokenUsage
 from ..core.types import Score
 from ..store.base import ResultStore
 from .plan import Plan
@@ -52,9 +52,8 @@ def merge(plan: Plan, store: ResultStore, *, wall_s: float, generated: int, gene
         if m.on is not None:
             params["on"] = m.on
         metric_objs.append(build_metric(m.name, params, m.as_))
-    by_output = {mo.output_name: mo for mo in metric_objs}
 
-    stats: dict[str, MeanStats] = {}
+    acc = Accumulator(metric_objs)
     errors: list[SampleError] = []
     error_count = 0
     latencies: list[float] = []
@@ -67,7 +66,7 @@ def merge(plan: Plan, store: ResultStore, *, wall_s: float, generated: int, gene
                 errors.append(SampleError(sample_id=row["sample_id"], stage="generation", message=row["error"]))
         for sd in json.loads(row["scores"]):
             s = Score.model_validate(sd)
-            stats.setdefault(s.name, MeanStats()).add(s)
+            acc.add(s)
             if s.status.value == "error" and not row["error"] and len(errors) < MAX_LISTED_ERRORS:
                 errors.append(SampleError(sample_id=row["sample_id"], stage=f"metric:{s.name}", message=s.reason or ""))
         if row["latency_s"] is not None:
@@ -76,19 +75,7 @@ def merge(plan: Plan, store: ResultStore, *, wall_s: float, generated: int, gene
         tokens.prompt += row["prompt_tokens"] or 0
         tokens.completion += row["completion_tokens"] or 0
         tokens.source = tokens.source or row["token_source"]
-
-    summaries: dict[str, MetricSummary] = {}
-    for name in sorted(stats):
-        base = name.split(".")[0]
-        mo = by_output.get(name) or by_output.get(base)
-        summary = summarize(stats[name])
-        summaries[name] = MetricSummary(
-            name=name,
-            direction=type(mo).direction if mo else "maximize",
-            family=type(mo).family if mo else "custom",
-            identity=mo.identity() if mo else {},
-            **summary,
-        )
+    summaries = acc.summaries()
 
     perf = Perf(
         wall_s=wall_s,

@@ -250,3 +250,17 @@ def test_scoring_of_first_shards_overlaps_generation_of_later_ones(make_spec):
     first_scored = min(w["scored_at"] for w in workers)
     last_generated = max(w["generated_at"] for w in workers)
     assert first_scored < last_generated - 1.0, "scoring should start while generation is still running"
+
+
+def test_an_actor_needing_two_gpus_is_given_two_devices(make_spec):
+    spec = make_spec(
+        model={"type": "simulated", "fixed_cost_s": 0.2, "num_gpus": 2},
+        execution={"shard_size": 4, "generation_actors": 2},
+    )
+    res = evaluate(spec)
+    workers = {json.loads(w)["pid"]: json.loads(w) for w in samples_table(res).column("worker").to_pylist()}
+    assert len(workers) == 2
+    for w in workers.values():
+        assert len(w["gpu_ids"]) == 2 and len(w["cuda_visible_devices"].split(",")) == 2
+    all_ids = sorted(g for w in workers.values() for g in w["gpu_ids"])
+    assert all_ids == ["0", "1", "2", "3"]  # disjoint GPUs
