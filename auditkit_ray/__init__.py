@@ -24,7 +24,7 @@ from .errors import AuditKitError, ConfigError, DataError, GateFailed, MissingEx
 __all__ = [
     "AuditKitError", "ConfigError", "DataError", "Direction", "GateFailed", "Generation", "Metric",
     "MissingEvidence", "MissingExtraError", "ResultFormatError", "RunResult", "Sample", "Score", "Status",
-    "ToolCall", "__version__", "evaluate", "load_config", "load_run", "register_metric",
+    "ToolCall", "__version__", "evaluate", "evaluate_many", "load_config", "load_run", "register_metric",
 ]
 
 
@@ -33,6 +33,13 @@ def evaluate(spec, **kwargs):
     from .api import evaluate as _evaluate
 
     return _evaluate(spec, **kwargs)
+
+
+def evaluate_many(base, datasets, **kwargs):
+    """One model over several datasets, loading the model once."""
+    from .api import evaluate_many as _many
+
+    return _many(base, datasets, **kwargs)
 
 
 def load_config(path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from .config.loader import load_run_spec, run_spec_from_dict
@@ -35,6 +36,28 @@ def evaluate(spec: Any, *, address: str | None = None, progress: bool = False, s
     if store:
         run = run.model_copy(update={"store": run.store.model_copy(update={"path": store})})
     return evaluate_spec(run, address=address, progress=progress)
+
+
+def evaluate_many(base: Any, datasets: list[Any], *, address: str | None = None, progress: bool = False) -> list[RunResult]:
+    """One model over several datasets, loading the model once per generation
+    actor: each dataset (a path or a ``dataset`` mapping, optionally with its
+    own ``prompt``/``metrics``/``name`` under the keys of a run file) becomes a
+    run of its own, and all of them share one pipeline."""
+    from .config.sweep import deep_merge
+    from .pipeline.driver import evaluate_specs
+
+    run = as_run_spec(base)
+    data = run.model_dump(mode="json", by_alias=True)
+    specs = []
+    for i, d in enumerate(datasets):
+        if isinstance(d, (str, os.PathLike)):
+            d = {"dataset": {**data["dataset"], "path": str(d)}}
+        elif isinstance(d, dict) and "dataset" not in d:
+            d = {"dataset": {**data["dataset"], **d}}
+        over = dict(d)
+        over.setdefault("name", f"{run.name}/{Path(over['dataset'].get('path', str(i))).stem}")
+        specs.append(run_spec_from_dict(deep_merge(data, over), f"<evaluate_many dataset {i}>"))
+    return evaluate_specs(specs, address=address, progress=progress)
 
 
 def samples_table(result: RunResult | str | os.PathLike):

@@ -52,7 +52,7 @@ def _quiet_ray_data() -> None:
     logging.getLogger("ray.data").setLevel(logging.WARNING)
 
 
-def _resources(ray: Any, spec: RunSpec, n_gen_actors: int) -> dict[str, Any]:
+def _resources(ray: Any, spec: RunSpec) -> dict[str, Any]:
     cluster = ray.cluster_resources()
     gpus = cluster.get("GPU", 0)
     cpus = cluster.get("CPU", 1)
@@ -99,28 +99,39 @@ def _unwrap(exc: BaseException) -> BaseException:
     return exc
 
 
-def run_pipeline(plan: Plan, store: Any, address: str | None, progress: bool) -> dict[str, Any]:
-    spec = plan.spec
-    pending = plan.pending
-    stats = {"generated": 0, "generation_s": 0.0, "new_tokens": 0}
+def model_key(spec: RunSpec) -> str:
+    """Runs with the same key can share generation actors (one model load)."""
+    return spec.model.model_dump_json()
+
+
+def run_pipeline(plans: list[Plan], address: str | None, progress: bool) -> dict[str, dict[str, Any]]:
+    """One streaming pipeline over the pending shards of runs that share a
+    model. Returns per-run generation statistics keyed by run fingerprint."""
+    stats = {p.layout.run_fp: {"generated": 0, "generation_s": 0.0, "new_tokens": 0} for p in plans}
+    pending = [(p, i) for p in plans for i in p.pending]
     if not pending:
         return stats
-    ray = init_ray(address, spec.execution)
+    if len({model_key(p.spec) for p in plans}) != 1:
+        raise ValueError("run_pipeline: plans must share one model")
+    lead = plans[0].spec
+    name = lead.name if len(plans) == 1 else f"{len(plans)} runs"
+    ray = init_ray(address, lead.execution)
     _quiet_ray_data()
     from ray.data import ActorPoolStrategy
 
     from .stages import GenerateStage, ScoreStage, load_cached_generations
 
-    spec_json = spec.model_dump_json(by_alias=True)
-    items = [{"shard": i, "payload": plan.shard_payloads[i]} for i in pending]
+    runs = {p.layout.run_fp: (p.spec.model_dump_json(by_alias=True), p.store, p.layout) for p in plans}
+    items = [{"shard": i, "payload": p.shard_payloads[i]} for p, i in pending]
     ds = ray.data.from_items(items, override_num_blocks=len(items))
-    need_gen = plan.needs_generation
-    n_gen = max(1, min(spec.execution.generation_actors, len(need_gen) or 1))
-    res = _resources(ray, spec, n_gen)
-    if need_gen:
+    n_need_gen = sum(len(p.needs_generation) for p in plans)
+    actors = max(p.spec.execution.generation_actors for p in plans)
+    n_gen = max(1, min(actors, n_need_gen or 1))
+    res = _resources(ray, lead)
+    if n_need_gen:
         ds = ds.map_batches(
             GenerateStage,
-            fn_constructor_kwargs={"spec_json": spec_json, "store": store, "layout": plan.layout},
+            fn_constructor_kwargs={"runs": runs},
             batch_size=1,
             batch_format="numpy",
             compute=ActorPoolStrategy(size=n_gen, max_tasks_in_flight_per_actor=2),
@@ -131,50 +142,74 @@ def run_pipeline(plan: Plan, store: Any, address: str | None, progress: bool) ->
     else:
         ds = ds.map_batches(
             load_cached_generations,
-            fn_kwargs={"store": store, "layout": plan.layout},
+            fn_kwargs={"runs": runs},
             batch_size=1,
             batch_format="numpy",
             num_cpus=res["score_cpus"],
         )
     ds = ds.map_batches(
         ScoreStage,
-        fn_constructor_kwargs={"spec_json": spec_json, "store": store, "layout": plan.layout},
+        fn_constructor_kwargs={"runs": runs},
         batch_size=1,
         batch_format="numpy",
-        compute=ActorPoolStrategy(size=spec.execution.scoring_actors, max_tasks_in_flight_per_actor=2),
+        compute=ActorPoolStrategy(size=max(p.spec.execution.scoring_actors for p in plans), max_tasks_in_flight_per_actor=2),
         num_cpus=res["score_cpus"],
     )
-    bar = _Progress(spec.name, plan.n_shards, len(plan.done), progress)
+    bar = _Progress(name, sum(p.n_shards for p in plans), sum(len(p.done) for p in plans), progress)
     try:
         for row in ds.iter_rows():
             info = json.loads(row["payload"])
             bar.update(info["n"])
             if info["generated"]:
-                stats["generated"] += info["n"]
-                stats["generation_s"] += info["generation_s"]
-                stats["new_tokens"] += info["completion_tokens"]
+                st = stats[info["run"]]
+                st["generated"] += info["n"]
+                st["generation_s"] += info["generation_s"]
+                st["new_tokens"] += info["completion_tokens"]
     except Exception as exc:  # noqa: BLE001 - re-raised as a clear error
         inner = _unwrap(exc)
         if isinstance(inner, AuditKitError):
             raise inner from None
-        raise RunError(f"run {spec.name!r} failed: {type(inner).__name__}: {str(inner).splitlines()[0] if str(inner) else ''}") from exc
+        raise RunError(f"{name}: pipeline failed: {type(inner).__name__}: {str(inner).splitlines()[0] if str(inner) else ''}") from exc
     return stats
 
 
-def evaluate_spec(spec: RunSpec, *, address: str | None = None, progress: bool = True) -> Any:
-    t0 = time.perf_counter()
-    store = open_store(spec.store.path)
-    plan = build_plan(spec, store)
-    stats = run_pipeline(plan, store, address, progress)
+def finish(plan: Plan, stats: dict[str, Any], wall_s: float) -> Any:
+    """Merge a run's shards into its RunResult and store it."""
+    store = plan.store
     missing = [i for i in range(plan.n_shards) if not store.exists(plan.layout.shard(i))]
     if missing:
-        raise RunError(f"run {spec.name!r}: shards {missing[:10]} were not written; run again to resume")
-    result = merge(plan, store, wall_s=time.perf_counter() - t0, generated=stats["generated"], generation_s=stats["generation_s"], new_tokens=stats["new_tokens"])
+        raise RunError(f"run {plan.spec.name!r}: shards {missing[:10]} were not written; run again to resume")
+    result = merge(plan, store, wall_s=wall_s, generated=stats["generated"], generation_s=stats["generation_s"], new_tokens=stats["new_tokens"])
     store.replace(plan.layout.result, result.to_json().encode("utf-8"))
     store.replace(
         plan.layout.manifest,
-        json.dumps({"name": spec.name, "fingerprint": plan.layout.run_fp, "generation_fingerprint": plan.layout.gen_fp,
+        json.dumps({"name": plan.spec.name, "fingerprint": plan.layout.run_fp, "generation_fingerprint": plan.layout.gen_fp,
                     "n_shards": plan.n_shards, "shard_size": plan.layout.shard_size, "n_samples": len(plan.samples),
                     "state": "complete"}, indent=2).encode(),
     )
     return result
+
+
+def evaluate_specs(specs: list[RunSpec], *, address: str | None = None, progress: bool = True) -> list[Any]:
+    """Evaluate several runs; runs that share a model share one pipeline and
+    so one model load per generation actor (evaluate_many, sweep cells)."""
+    t0 = time.perf_counter()
+    plans = []
+    for spec in specs:
+        plans.append(build_plan(spec, open_store(spec.store.path)))
+    by_model: dict[str, list[Plan]] = {}
+    seen: set[str] = set()
+    for p in plans:
+        if p.layout.run_fp in seen:
+            continue
+        seen.add(p.layout.run_fp)
+        by_model.setdefault(model_key(p.spec), []).append(p)
+    stats: dict[str, dict[str, Any]] = {}
+    for group in by_model.values():
+        stats.update(run_pipeline(group, address, progress))
+    wall = time.perf_counter() - t0
+    return [finish(p, stats[p.layout.run_fp], wall) for p in plans]
+
+
+def evaluate_spec(spec: RunSpec, *, address: str | None = None, progress: bool = True) -> Any:
+    return evaluate_specs([spec], address=address, progress=progress)[0]

@@ -27,6 +27,7 @@ from ..store.layout import RunLayout
 @dataclass
 class Plan:
     spec: RunSpec
+    store: ResultStore
     samples: list[Sample]
     layout: RunLayout
     n_shards: int
@@ -76,7 +77,7 @@ def build_plan(spec: RunSpec, store: ResultStore) -> Plan:
     size = spec.execution.shard_size
     n_shards = math.ceil(len(samples) / size)
     layout = RunLayout(run_fingerprint(spec), generation_fingerprint(spec), size)
-    plan = Plan(spec=spec, samples=samples, layout=layout, n_shards=n_shards)
+    plan = Plan(spec=spec, store=store, samples=samples, layout=layout, n_shards=n_shards)
 
     done_names = set(store.list(layout.shards_dir))
     plan.done = {i for i in range(n_shards) if RunLayout.shard_name(i) in done_names}
@@ -102,5 +103,5 @@ def build_plan(spec: RunSpec, store: ResultStore) -> Plan:
                     }
                 )
         if i not in plan.done:
-            plan.shard_payloads[i] = json.dumps({"shard": i, "items": items}, ensure_ascii=False)
+            plan.shard_payloads[i] = json.dumps({"run": layout.run_fp, "shard": i, "items": items}, ensure_ascii=False)
     return plan

@@ -51,56 +51,68 @@ def _out(payloads: list[dict]) -> dict[str, np.ndarray]:
     }
 
 
+class RunContext:
+    """What a stage knows about each run it serves: spec, store and layout,
+    keyed by the run fingerprint (one pipeline can carry several runs that
+    share a model: evaluate_many, sweep cells)."""
+
+    def __init__(self, runs: dict[str, tuple[str, ResultStore, RunLayout]]) -> None:
+        self.specs = {k: RunSpec.model_validate_json(v[0]) for k, v in runs.items()}
+        self.stores = {k: v[1] for k, v in runs.items()}
+        self.layouts = {k: v[2] for k, v in runs.items()}
+
+
 class GenerateStage:
-    def __init__(self, spec_json: str, store: ResultStore, layout: RunLayout, threads: int = 1) -> None:
-        self.spec = RunSpec.model_validate_json(spec_json)
-        self.store = store
-        self.layout = layout
+    def __init__(self, runs: dict[str, tuple[str, ResultStore, RunLayout]], threads: int = 1) -> None:
+        self.ctx = RunContext(runs)
         self.threads = threads
         self.backend = None
         self.worker = worker_info()
 
-    def _get_backend(self):
+    def _get_backend(self, spec: RunSpec):
         if self.backend is None:
-            backend = create_backend(self.spec.model, self.spec.generation, self.spec.seed)
-            backend.load()  # once per actor, reused for every shard
+            backend = create_backend(spec.model, spec.generation, spec.seed)
+            backend.load()  # once per actor, reused for every shard of every run it serves
             if "torch" in sys.modules and self.threads:
                 sys.modules["torch"].set_num_threads(self.threads)
             self.backend = backend
+        # runs sharing a model may differ in generation settings and seed
+        self.backend.generation, self.backend.seed = spec.generation, spec.seed
         return self.backend
 
-    def _generate(self, shard: int, requests: list[Request]) -> tuple[list[dict], float]:
-        retries = self.spec.execution.max_shard_retries
+    def _generate(self, spec: RunSpec, shard: int, requests: list[Request]) -> tuple[list[dict], float, bool]:
+        retries = spec.execution.max_shard_retries
         last: Exception | None = None
         for attempt in range(retries + 1):
             t0 = time.perf_counter()
             try:
-                gens = self._get_backend().generate(requests)
+                gens = self._get_backend(spec).generate(requests)
                 if len(gens) != len(requests):
                     raise RuntimeError(f"backend returned {len(gens)} generations for {len(requests)} requests")
-                return [g.model_dump(mode="json") for g in gens], time.perf_counter() - t0
+                return [g.model_dump(mode="json") for g in gens], time.perf_counter() - t0, True
             except AuditKitError:
                 raise  # fatal: engine dead, out of memory, bad model
             except Exception as exc:  # noqa: BLE001 - retried, then recorded per sample
                 last = exc
                 time.sleep(min(2.0, 0.1 * 2**attempt))
         msg = f"shard {shard} failed after {retries + 1} attempts: {type(last).__name__}: {last}"
-        return [Generation(error=msg).model_dump(mode="json") for _ in requests], 0.0
+        return [Generation(error=msg).model_dump(mode="json") for _ in requests], 0.0, False
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, np.ndarray]:
         out = []
         for payload in _rows(batch):
             shard = json.loads(payload)
-            i = shard["shard"]
-            rel = self.layout.gen_shard(i)
-            if self.store.exists(rel):
-                shard["generations"] = tables.generations_from_table(self.store.read_table(rel))
+            key, i = shard["run"], shard["shard"]
+            spec, store, layout = self.ctx.specs[key], self.ctx.stores[key], self.ctx.layouts[key]
+            rel = layout.gen_shard(i)
+            if store.exists(rel):
+                shard["generations"] = tables.generations_from_table(store.read_table(rel))
                 shard["generated"] = False
             else:
                 requests = [Request(**it["request"]) for it in shard["items"]]
-                gens, seconds = self._generate(i, requests)
-                if not any(g.get("error", "").startswith(f"shard {i} failed") for g in gens if g.get("error")):
-                    self.store.write_table(rel, tables.generation_table(i, shard["items"], gens))
+                gens, seconds, ok = self._generate(spec, i, requests)
+                if ok:  # a shard that failed wholesale is not cached: a re-run retries it
+                    store.write_table(rel, tables.generation_table(i, shard["items"], gens))
                 shard["generations"] = gens
                 shard["generated"] = True
                 shard["generation_s"] = seconds
@@ -110,12 +122,13 @@ class GenerateStage:
         return _out(out)
 
 
-def load_cached_generations(batch: dict[str, Any], store: ResultStore, layout: RunLayout) -> dict[str, np.ndarray]:
+def load_cached_generations(batch: dict[str, Any], runs: dict[str, tuple[str, ResultStore, RunLayout]]) -> dict[str, np.ndarray]:
     """Used instead of GenerateStage when every pending shard's outputs are
     already stored: no model is loaded, no GPU requested."""
     out = []
     for payload in _rows(batch):
         shard = json.loads(payload)
+        _, store, layout = runs[shard["run"]]
         shard["generations"] = tables.generations_from_table(store.read_table(layout.gen_shard(shard["shard"])))
         shard["generated"] = False
         shard["worker"] = worker_info()
@@ -124,35 +137,42 @@ def load_cached_generations(batch: dict[str, Any], store: ResultStore, layout: R
 
 
 class ScoreStage:
-    def __init__(self, spec_json: str, store: ResultStore, layout: RunLayout) -> None:
-        from ..annotators.extract import build_annotator
-        from ..core.registry import build_metric
+    def __init__(self, runs: dict[str, tuple[str, ResultStore, RunLayout]]) -> None:
+        self.ctx = RunContext(runs)
+        self._scorers: dict[str, tuple[list, list]] = {}
 
-        self.spec = RunSpec.model_validate_json(spec_json)
-        self.store = store
-        self.layout = layout
-        self.annotators = [(a.name, build_annotator(a)) for a in self.spec.annotators]
-        self.metrics = []
-        for m in self.spec.metrics:
-            params = dict(m.params)
-            if m.on is not None:
-                params["on"] = m.on
-            self.metrics.append(build_metric(m.name, params, m.as_))
+    def _scorer(self, key: str) -> tuple[list, list]:
+        if key not in self._scorers:
+            from ..annotators.extract import build_annotator
+            from ..core.registry import build_metric
+
+            spec = self.ctx.specs[key]
+            annotators = [(a.name, build_annotator(a)) for a in spec.annotators]
+            metrics = []
+            for m in spec.metrics:
+                params = dict(m.params)
+                if m.on is not None:
+                    params["on"] = m.on
+                metrics.append(build_metric(m.name, params, m.as_))
+            self._scorers[key] = (annotators, metrics)
+        return self._scorers[key]
 
     def score_shard(self, shard: dict) -> dict:
         from ..annotators.extract import apply_annotators
 
+        key = shard["run"]
+        annotators, metrics = self._scorer(key)
         items = shard["items"]
         gens = [Generation.model_validate(g) for g in shard["generations"]]
         samples = [Sample.model_validate(it["sample"]) for it in items]
-        annotations = [apply_annotators(self.annotators, g) for g in gens]
+        annotations = [apply_annotators(annotators, g) for g in gens]
         contexts = [{"annotations": a, "prompt": it["request"]["prompt"], "repeat": it["request"]["repeat"]} for a, it in zip(annotations, items)]
         per_item: list[list[dict]] = [[] for _ in items]
         batch = list(zip(samples, gens, contexts))
         groups: dict[str, list[int]] = {}
         for k, it in enumerate(items):
             groups.setdefault(it["request"]["sample_id"], []).append(k)
-        for metric in self.metrics:
+        for metric in metrics:
             if metric.scope == "group":
                 order = list(groups.values())
                 results = metric.evaluate_groups([(samples[ks[0]], [gens[k] for k in ks], [contexts[k] for k in ks]) for ks in order])
@@ -164,8 +184,9 @@ class ScoreStage:
                 per_item[k].extend(s.model_dump(mode="json") for s in scores)
         timing = {"generated_at": shard.get("generated_at"), "scored_at": time.time()}
         table = tables.run_table(shard["shard"], items, shard["generations"], annotations, per_item, {**shard["worker"], **timing})
-        self.store.write_table(self.layout.shard(shard["shard"]), table)
+        self.ctx.stores[key].write_table(self.ctx.layouts[key].shard(shard["shard"]), table)
         return {
+            "run": key,
             "shard": shard["shard"],
             "n": len(items),
             "generated": shard.get("generated", False),
@@ -179,6 +200,3 @@ class ScoreStage:
             "shard": np.array([o["shard"] for o in out], dtype=np.int64),
             "payload": np.array([json.dumps(o) for o in out], dtype=object),
         }
-
-
-__all__ = ["GenerateStage", "ScoreStage", "load_cached_generations", "RunError"]

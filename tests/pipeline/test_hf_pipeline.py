@@ -36,3 +36,18 @@ def test_hf_sampled_decoding_with_a_seed_repeats_across_actor_counts(make_spec, 
     assert len(texts) == 80
     # the two repeats of a sample draw differently (different derived seeds)
     assert sum(texts[i] != texts[i + 1] for i in range(0, 80, 2)) > 10
+
+
+def test_evaluate_many_loads_the_model_once_per_actor_across_datasets(make_spec, tiny_model, tmp_path):
+    import json
+
+    from auditkit_ray.api import evaluate_many, samples_table
+
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps({"id": f"o{i}", "question": f"What is {i} plus 1?", "answer": str(i + 1)}) + "\n" for i in range(12)))
+    base = make_spec(model=_hf(tiny_model), generation={"max_new_tokens": 4}, execution={"shard_size": 8, "generation_actors": 1})
+    results = evaluate_many(base, [base.dataset.path, str(other)])
+    assert [r.perf.samples for r in results] == [40, 12]
+    assert results[0].fingerprint != results[1].fingerprint
+    pids = {json.loads(w)["pid"] for r in results for w in samples_table(r).column("worker").to_pylist()}
+    assert len(pids) == 1, "one generation actor served both datasets (one model load)"
