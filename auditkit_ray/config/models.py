@@ -221,7 +221,9 @@ class ExecutionSpec(Strict):
 
 
 class StoreSpec(Strict):
-    path: str = Field("results", description="result store root: a local directory (or s3://bucket/prefix)")
+    path: str = Field("results", description="result store root: a local directory or s3://bucket/prefix")
+    endpoint_url: str | None = Field(None, description="S3-compatible endpoint (default: AWS_ENDPOINT_URL)")
+    region: str | None = Field(None, description="S3 region (default: AWS_DEFAULT_REGION)")
 
 
 class ExperimentSpec(Strict):

@@ -196,7 +196,7 @@ def evaluate_specs(specs: list[RunSpec], *, address: str | None = None, progress
     t0 = time.perf_counter()
     plans = []
     for spec in specs:
-        plans.append(build_plan(spec, open_store(spec.store.path)))
+        plans.append(build_plan(spec, open_store(spec.store)))
     by_model: dict[str, list[Plan]] = {}
     seen: set[str] = set()
     for p in plans:

@@ -33,6 +33,10 @@ class ResultStore(ABC):
     def list(self, prefix: str) -> list[str]:
         """Names (not paths) of the files directly under ``prefix``."""
 
+    def list_dirs(self, prefix: str) -> list[str]:
+        """Names of the sub-directories directly under ``prefix``."""
+        return []
+
     @abstractmethod
     def replace(self, rel: str, data: bytes) -> None:
         """Atomically write ``rel``, replacing any earlier version (run JSON, manifests)."""
@@ -107,12 +111,27 @@ class LocalStore(ResultStore):
             return []
         return sorted(f.name for f in d.iterdir() if f.is_file() and not f.name.startswith("."))
 
+    def list_dirs(self, prefix: str) -> list[str]:
+        d = self._p(prefix)
+        if not d.is_dir():
+            return []
+        return sorted(f.name for f in d.iterdir() if f.is_dir() and not f.name.startswith("."))
+
     def uri(self, rel: str = "") -> str:
         return str(self._p(rel)) if rel else str(self.root)
 
 
-def open_store(path: str) -> ResultStore:
+def open_store(spec: "str | object", endpoint_url: str | None = None, region: str | None = None) -> ResultStore:
+    """A store from a path (a local directory, ``file://`` or
+    ``s3://bucket/prefix``) or a StoreSpec carrying endpoint and region."""
+    path = spec if isinstance(spec, str) else spec.path  # type: ignore[attr-defined]
+    endpoint = endpoint_url or getattr(spec, "endpoint_url", None)
+    region = region or getattr(spec, "region", None)
+    if path.startswith("s3://"):
+        from .s3 import S3Store
+
+        return S3Store(path, endpoint_url=endpoint, region=region)
     if "://" in path and not path.startswith("file://"):
         scheme = path.split("://", 1)[0]
-        raise ConfigError(f"store.path {path!r}: {scheme}:// result stores are not supported by this version; use a local directory")
+        raise ConfigError(f"store.path {path!r}: {scheme}:// is not supported (use a local directory or s3://bucket/prefix)")
     return LocalStore(path.removeprefix("file://"))

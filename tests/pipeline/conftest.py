@@ -13,6 +13,10 @@ def ray_cluster(tmp_path_factory):
     """One real local Ray for the pipeline tests: 2 CPUs and 4 logical GPUs."""
     if ray.is_initialized():
         ray.shutdown()
+    # moto's S3 accepts any credentials; the workers inherit these at start
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        os.environ.setdefault(k, "testing")
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     support = Path(__file__).resolve().parents[1] / "support"
     sys.path.insert(0, str(support))
     ray.init(num_cpus=2, num_gpus=4, include_dashboard=False, log_to_driver=False,
@@ -36,7 +40,7 @@ def make_spec(tmp_path, arith):
     """make_spec(store_name, **overrides) -> RunSpec over the arith data."""
     from auditkit_ray.config import run_spec_from_dict
 
-    def _make(store: str = "store", data: Path | None = None, **over):
+    def _make(store_name: str = "store", data: Path | None = None, **over):
         spec = {
             "name": "t",
             "model": {"type": "simulated", "fixed_cost_s": 0.0, "per_token_s": 0.0, "output": "target"},
@@ -44,7 +48,7 @@ def make_spec(tmp_path, arith):
             "prompt": {"template": "{{ question }} Answer:"},
             "metrics": ["exact_match", "token_f1"],
             "execution": {"shard_size": 8},
-            "store": {"path": str(tmp_path / store)},
+            "store": {"path": str(tmp_path / store_name)},
         }
         for k, v in over.items():
             if isinstance(v, dict) and isinstance(spec.get(k), dict) and "type" not in v:
@@ -74,3 +78,43 @@ def rows():
 @pytest.fixture
 def numbers():
     return numbers_of
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """A real S3-compatible server: moto in server mode on 127.0.0.1."""
+    import shutil
+    import socket
+    import subprocess
+    import time
+
+    pytest.importorskip("boto3", reason="S3 tests need the 's3' extra (make test installs it)")
+    exe = shutil.which("moto_server") or str(Path(sys.executable).parent / "moto_server")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = open(tmp_path_factory.mktemp("moto") / "moto.log", "w")
+    proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    yield {"url": url, "proc": proc, "port": port}
+    proc.terminate()
+    proc.wait(timeout=10)
+    log.close()
+
+
+@pytest.fixture
+def s3_bucket(s3_server, request):
+    import uuid
+
+    import boto3
+
+    name = f"ak-{uuid.uuid4().hex[:10]}"
+    boto3.client("s3", endpoint_url=s3_server["url"], region_name="us-east-1").create_bucket(Bucket=name)
+    return name

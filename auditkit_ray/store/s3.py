@@ -1,0 +1,148 @@
+"""S3 (and S3-compatible) result store through boto3.
+
+S3 has no rename, so an atomic write is a conditional PUT
+(``IfNoneMatch="*"``): the object appears whole or not at all, and an object
+that is already there is never overwritten. Endpoint and region come from the
+store config or the usual AWS variables (``AWS_ENDPOINT_URL``,
+``AWS_DEFAULT_REGION``); credentials only from the environment or the
+machine's role, never from the config.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from ..errors import RunError, require
+from .base import ResultStore
+
+RETRYABLE = ("EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ConnectionClosedError")
+
+
+class S3Store(ResultStore):
+    def __init__(self, uri: str, endpoint_url: str | None = None, region: str | None = None, retry_s: float = 60.0) -> None:
+        if not uri.startswith("s3://"):
+            raise ValueError(f"not an s3:// URI: {uri}")
+        rest = uri[len("s3://"):]
+        self.bucket, _, prefix = rest.partition("/")
+        self.prefix = prefix.strip("/")
+        self.uri_root = uri.rstrip("/")
+        self.endpoint_url = endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        self.region = region or os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION") or "us-east-1"
+        self.retry_s = retry_s
+        self._c = None
+
+    def __reduce__(self):
+        return (S3Store, (self.uri_root, self.endpoint_url, self.region, self.retry_s))
+
+    # ------------------------------------------------------------------ plumbing
+    def _client(self):
+        if self._c is None:
+            boto3 = require("boto3", "s3")
+            from botocore.config import Config
+
+            self._c = boto3.client(
+                "s3", endpoint_url=self.endpoint_url, region_name=self.region,
+                config=Config(retries={"max_attempts": 5, "mode": "standard"}, connect_timeout=5, read_timeout=60),
+            )
+        return self._c
+
+    def _key(self, rel: str) -> str:
+        return f"{self.prefix}/{rel}" if self.prefix else rel
+
+    def _call(self, what: str, fn, *args: Any, **kw: Any) -> Any:
+        """Retry while the endpoint is unreachable (a store that is down for a
+        while), then fail with a clear error."""
+        deadline = time.monotonic() + self.retry_s
+        delay = 0.2
+        while True:
+            try:
+                return fn(*args, **kw)
+            except Exception as exc:  # noqa: BLE001 - classified below
+                name = type(exc).__name__
+                if name in RETRYABLE and time.monotonic() < deadline:
+                    time.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+                    continue
+                if name in RETRYABLE:
+                    raise RunError(f"result store {self.uri_root}: unreachable while trying to {what} ({exc})") from None
+                raise
+
+    @staticmethod
+    def _code(exc: Exception) -> str:
+        return str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
+
+    # ------------------------------------------------------------------ interface
+    def write_atomic(self, rel: str, data: bytes) -> bool:
+        c = self._client()
+        if self.exists(rel):
+            return False
+        try:
+            self._call(f"write {rel}", c.put_object, Bucket=self.bucket, Key=self._key(rel), Body=data, IfNoneMatch="*")
+            return True
+        except Exception as exc:  # noqa: BLE001
+            if self._code(exc) in ("PreconditionFailed", "412", "ConditionalRequestConflict"):
+                return False
+            if isinstance(exc, RunError):
+                raise
+            raise RunError(f"result store {self.uri_root}: cannot write {rel} ({exc})") from None
+
+    def replace(self, rel: str, data: bytes) -> None:
+        try:
+            self._call(f"write {rel}", self._client().put_object, Bucket=self.bucket, Key=self._key(rel), Body=data)
+        except RunError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise RunError(f"result store {self.uri_root}: cannot write {rel} ({exc})") from None
+
+    def read_bytes(self, rel: str) -> bytes:
+        try:
+            obj = self._call(f"read {rel}", self._client().get_object, Bucket=self.bucket, Key=self._key(rel))
+        except Exception as exc:  # noqa: BLE001
+            if self._code(exc) in ("NoSuchKey", "404"):
+                raise FileNotFoundError(self.uri(rel)) from None
+            raise
+        return obj["Body"].read()
+
+    def exists(self, rel: str) -> bool:
+        try:
+            self._call(f"look up {rel}", self._client().head_object, Bucket=self.bucket, Key=self._key(rel))
+            return True
+        except Exception as exc:  # noqa: BLE001
+            if self._code(exc) in ("404", "NoSuchKey", "NotFound"):
+                return False
+            if isinstance(exc, RunError):
+                raise
+            raise RunError(f"result store {self.uri_root}: cannot look up {rel} ({exc})") from None
+
+    def _listing(self, prefix: str) -> tuple[list[str], list[str]]:
+        c = self._client()
+        full = self._key(prefix).rstrip("/") + "/"
+        files, dirs = [], []
+        token = None
+        while True:
+            kw: dict[str, Any] = {"Bucket": self.bucket, "Prefix": full, "Delimiter": "/"}
+            if token:
+                kw["ContinuationToken"] = token
+            try:
+                page = self._call(f"list {prefix}", c.list_objects_v2, **kw)
+            except RunError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                raise RunError(f"result store {self.uri_root}: cannot list {prefix} ({exc})") from None
+            files += [o["Key"][len(full):] for o in page.get("Contents", [])]
+            dirs += [p["Prefix"][len(full):].rstrip("/") for p in page.get("CommonPrefixes", [])]
+            if not page.get("IsTruncated"):
+                break
+            token = page.get("NextContinuationToken")
+        return sorted(f for f in files if f and not f.startswith(".")), sorted(dirs)
+
+    def list(self, prefix: str) -> list[str]:
+        return self._listing(prefix)[0]
+
+    def list_dirs(self, prefix: str) -> list[str]:
+        return self._listing(prefix)[1]
+
+    def uri(self, rel: str = "") -> str:
+        return f"{self.uri_root}/{rel}" if rel else self.uri_root
