@@ -9,6 +9,11 @@ ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+# runs record themselves in an ExperimentDB: keep the tests' index out of ~/
+import tempfile  # noqa: E402
+
+os.environ["AUDITKIT_RAY_DB"] = os.path.join(tempfile.mkdtemp(prefix="ak-db-"), "experiments.sqlite")
 
 
 @pytest.fixture

@@ -226,6 +226,13 @@ class StoreSpec(Strict):
     region: str | None = Field(None, description="S3 region (default: AWS_DEFAULT_REGION)")
 
 
+class TrackingSpec(Strict):
+    index: bool = Field(True, description="record the run in the ExperimentDB (SQLite index)")
+    db: str | None = Field(None, description="ExperimentDB path (default: $AUDITKIT_RAY_DB or ~/.auditkit-ray/experiments.sqlite)")
+    mlflow_uri: str | None = Field(None, description="mirror the run to this MLflow tracking URI (e.g. sqlite:///mlflow.db)")
+    mlflow_experiment: str = "auditkit-ray"
+
+
 class ExperimentSpec(Strict):
     name: str | None = None
     tags: dict[str, str] = Field(default_factory=dict)
@@ -239,12 +246,13 @@ class RunSpec(Strict):
     prompt: PromptSpec = Field(default_factory=PromptSpec)
     generation: GenerationSettings = Field(default_factory=GenerationSettings)
     annotators: list[AnnotatorSpec] = Field(default_factory=list)
-    metrics: list[Annotated[MetricSpec, Field()]] = Field(min_length=1)
+    metrics: list[MetricSpec] = Field(default_factory=list, description="empty: generate and store outputs only")
     seed: int = 0
     repeats: int = Field(1, ge=1)
     execution: ExecutionSpec = Field(default_factory=ExecutionSpec)
     store: StoreSpec = Field(default_factory=StoreSpec)
     experiment: ExperimentSpec = Field(default_factory=ExperimentSpec)
+    tracking: TrackingSpec = Field(default_factory=TrackingSpec)
 
     @field_validator("metrics", mode="before")
     @classmethod

@@ -12,6 +12,7 @@ from typing import Any
 from ..config.models import RunSpec
 from ..errors import AuditKitError, RunError, require
 from ..store.base import open_store
+from ..store.db import ExperimentDB
 from .merge import merge
 from .plan import Plan, build_plan
 
@@ -173,14 +174,41 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool) -> dict
     return stats
 
 
-def finish(plan: Plan, stats: dict[str, Any], wall_s: float) -> Any:
+def _warn_on_failure(what: str, fn: Any) -> Any:
+    """Tracking mirrors must not lose a finished run: their failures warn."""
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001
+        from ..core.secrets import scrub_text
+
+        print(f"warning: {what}: {scrub_text(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)}", file=sys.stderr)
+        return None
+
+
+def track(plan: Plan, result: Any, parent_run_id: str | None = None) -> None:
+    t = plan.spec.tracking
+    if t.mlflow_uri:
+        from ..api import samples_table
+        from ..integrations.mlflow import mirror_run
+
+        rid = _warn_on_failure("MLflow", lambda: mirror_run(result, t.mlflow_uri, t.mlflow_experiment,
+                                                             samples_table=samples_table(result), parent_run_id=parent_run_id))
+        if rid:
+            result.metadata["mlflow_run_id"] = rid
+
+
+def finish(plan: Plan, stats: dict[str, Any], wall_s: float, parent_run_id: str | None = None) -> Any:
     """Merge a run's shards into its RunResult and store it."""
     store = plan.store
     missing = [i for i in range(plan.n_shards) if not store.exists(plan.layout.shard(i))]
     if missing:
         raise RunError(f"run {plan.spec.name!r}: shards {missing[:10]} were not written; run again to resume")
     result = merge(plan, store, wall_s=wall_s, generated=stats["generated"], generation_s=stats["generation_s"], new_tokens=stats["new_tokens"])
+    track(plan, result, parent_run_id=parent_run_id)
     store.replace(plan.layout.result, result.to_json().encode("utf-8"))
+    if plan.spec.tracking.index:
+        _warn_on_failure("ExperimentDB", lambda: ExperimentDB(plan.spec.tracking.db).record(
+            result, result_uri=store.uri(plan.layout.result), store_uri=store.uri()))
     store.replace(
         plan.layout.manifest,
         json.dumps({"name": plan.spec.name, "fingerprint": plan.layout.run_fp, "generation_fingerprint": plan.layout.gen_fp,

@@ -1,0 +1,1 @@
+"""Optional integrations (MLflow; lm-evaluation-harness later)."""

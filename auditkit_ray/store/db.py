@@ -1,0 +1,145 @@
+"""ExperimentDB: a SQLite index of runs, rebuildable from result stores.
+
+The result store stays the source of truth; this index answers "which runs
+of model X on dataset Y scored above Z since Monday" without reading every
+result file. ``sync`` rebuilds it from a store, so it is never the only copy.
+Default location: ``$AUDITKIT_RAY_DB`` or ``~/.auditkit-ray/experiments.sqlite``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+from ..core.result import RunResult
+from ..errors import ConfigError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+  fingerprint TEXT PRIMARY KEY,
+  run_id TEXT, name TEXT, experiment TEXT, status TEXT,
+  model_backend TEXT, model TEXT, dataset TEXT, dataset_fingerprint TEXT,
+  generation_fingerprint TEXT, created_at TEXT, result_uri TEXT, store_uri TEXT,
+  package_version TEXT, n_samples INTEGER, error_count INTEGER, config TEXT
+);
+CREATE TABLE IF NOT EXISTS metrics (
+  fingerprint TEXT, metric TEXT, direction TEXT, mean REAL, n INTEGER,
+  ci_low REAL, ci_high REAL, aggregation TEXT,
+  PRIMARY KEY (fingerprint, metric)
+);
+CREATE TABLE IF NOT EXISTS tags (fingerprint TEXT, key TEXT, value TEXT, PRIMARY KEY (fingerprint, key));
+CREATE INDEX IF NOT EXISTS runs_model ON runs(model);
+CREATE INDEX IF NOT EXISTS runs_dataset ON runs(dataset);
+"""
+
+_COND = re.compile(r"^\s*([\w.@:/-]+)\s*(>=|<=|>|<|==|=)\s*(-?[\d.eE+-]+)\s*$")
+
+
+def default_path() -> Path:
+    return Path(os.environ.get("AUDITKIT_RAY_DB") or Path.home() / ".auditkit-ray" / "experiments.sqlite")
+
+
+class ExperimentDB:
+    def __init__(self, path: str | os.PathLike | None = None) -> None:
+        self.path = Path(path) if path else default_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with closing(self._connect()) as con:
+            con.executescript(SCHEMA)
+
+    def _connect(self) -> sqlite3.Connection:
+        con = sqlite3.connect(self.path, timeout=30)
+        con.row_factory = sqlite3.Row
+        return con
+
+    # ------------------------------------------------------------------ write
+    def record(self, result: RunResult, result_uri: str | None = None, store_uri: str | None = None, status: str = "complete") -> None:
+        cfg = result.config or {}
+        model = cfg.get("model") or {}
+        dataset = cfg.get("dataset") or {}
+        exp = (result.metadata.get("experiment") or {}) if isinstance(result.metadata, dict) else {}
+        row = (
+            result.fingerprint, result.run_id, result.name, exp.get("name"), status,
+            model.get("type"), model.get("path") or model.get("model") or model.get("type"),
+            dataset.get("path"), result.dataset_fingerprint, result.generation_fingerprint, result.created_at,
+            result_uri, store_uri, result.package_version, result.perf.samples, result.error_count,
+            json.dumps(cfg, sort_keys=True),
+        )
+        with closing(self._connect()) as con, con:
+            con.execute("DELETE FROM metrics WHERE fingerprint = ?", (result.fingerprint,))
+            con.execute("DELETE FROM tags WHERE fingerprint = ?", (result.fingerprint,))
+            con.execute(f"INSERT OR REPLACE INTO runs VALUES ({','.join('?' * len(row))})", row)
+            con.executemany(
+                "INSERT INTO metrics VALUES (?,?,?,?,?,?,?,?)",
+                [(result.fingerprint, m.name, m.direction.value, m.mean, m.n, m.ci_low, m.ci_high, m.aggregation)
+                 for m in result.metrics.values()],
+            )
+            con.executemany("INSERT INTO tags VALUES (?,?,?)", [(result.fingerprint, k, str(v)) for k, v in (exp.get("tags") or {}).items()])
+
+    def sync(self, store: Any) -> int:
+        """Index every run found in a result store; returns how many."""
+        n = 0
+        for fp in store.list_dirs("runs"):
+            rel = f"runs/{fp}/result.json"
+            if not store.exists(rel):
+                continue  # a run that never finished
+            result = RunResult.from_dict(json.loads(store.read_bytes(rel)), source=store.uri(rel))
+            self.record(result, result_uri=store.uri(rel), store_uri=store.uri())
+            n += 1
+        return n
+
+    # ------------------------------------------------------------------ read
+    def query(
+        self, *, model: str | None = None, dataset: str | None = None, name: str | None = None,
+        experiment: str | None = None, tags: dict[str, str] | None = None, metrics: list[str] | None = None,
+        since: str | None = None, until: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Runs matching every filter; ``metrics`` are conditions like
+        ``exact_match>=0.5``; ``model``/``dataset``/``name`` match substrings."""
+        where, args = [], []
+        for col, val in (("model", model), ("dataset", dataset), ("name", name)):
+            if val:
+                where.append(f"r.{col} LIKE ?")
+                args.append(f"%{val}%")
+        if experiment:
+            where.append("r.experiment = ?")
+            args.append(experiment)
+        if since:
+            where.append("r.created_at >= ?")
+            args.append(since)
+        if until:
+            where.append("r.created_at < ?")
+            args.append(until)
+        for k, v in (tags or {}).items():
+            where.append("EXISTS (SELECT 1 FROM tags t WHERE t.fingerprint = r.fingerprint AND t.key = ? AND t.value = ?)")
+            args += [k, v]
+        for cond in metrics or []:
+            m = _COND.match(cond)
+            if not m:
+                raise ConfigError(f"metric filter {cond!r}: write METRIC>VALUE (>, >=, <, <=, =)")
+            op = "=" if m.group(2) == "==" else m.group(2)
+            where.append(f"EXISTS (SELECT 1 FROM metrics x WHERE x.fingerprint = r.fingerprint AND x.metric = ? AND x.mean {op} ?)")
+            args += [m.group(1), float(m.group(3))]
+        sql = "SELECT r.* FROM runs r" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY r.created_at, r.fingerprint"
+        with closing(self._connect()) as con:
+            rows = [dict(r) for r in con.execute(sql, args)]
+            for r in rows:
+                r["metrics"] = {m["metric"]: {"mean": m["mean"], "n": m["n"], "direction": m["direction"], "ci_low": m["ci_low"], "ci_high": m["ci_high"]}
+                                for m in con.execute("SELECT * FROM metrics WHERE fingerprint = ? ORDER BY metric", (r["fingerprint"],))}
+                r["tags"] = {t["key"]: t["value"] for t in con.execute("SELECT * FROM tags WHERE fingerprint = ?", (r["fingerprint"],))}
+                r.pop("config", None)
+        return rows
+
+    def get(self, prefix: str) -> dict[str, Any]:
+        with closing(self._connect()) as con:
+            rows = [dict(r) for r in con.execute("SELECT * FROM runs WHERE fingerprint LIKE ? OR run_id = ? OR name = ?", (prefix + "%", prefix, prefix))]
+        if not rows:
+            raise ConfigError(f"no run matches {prefix!r} in {self.path}")
+        if len(rows) > 1:
+            raise ConfigError(f"{prefix!r} matches {len(rows)} runs in {self.path}; give more of the fingerprint")
+        full = self.query()
+        return next(r for r in full if r["fingerprint"] == rows[0]["fingerprint"]) | {"config": json.loads(rows[0]["config"] or "{}")}
