@@ -231,6 +231,7 @@ class TrackingSpec(Strict):
     db: str | None = Field(None, description="ExperimentDB path (default: $AUDITKIT_RAY_DB or ~/.auditkit-ray/experiments.sqlite)")
     mlflow_uri: str | None = Field(None, description="mirror the run to this MLflow tracking URI (e.g. sqlite:///mlflow.db)")
     mlflow_experiment: str = "auditkit-ray"
+    mlflow_artifact_location: str | None = Field(None, description="artifact root for a new MLflow experiment (default: the server's; ./mlruns for a local SQLite store)")
 
 
 class ExperimentSpec(Strict):

@@ -45,14 +45,14 @@ def _client(uri: str):
     return mlflow, MlflowClient(tracking_uri=uri)
 
 
-def _experiment_id(client: Any, name: str) -> str:
+def _experiment_id(client: Any, name: str, artifact_location: str | None = None) -> str:
     exp = client.get_experiment_by_name(name)
-    return exp.experiment_id if exp else client.create_experiment(name)
+    return exp.experiment_id if exp else client.create_experiment(name, artifact_location=artifact_location)
 
 
-def start_parent(uri: str, experiment: str, name: str, tags: dict[str, str] | None = None) -> str:
+def start_parent(uri: str, experiment: str, name: str, tags: dict[str, str] | None = None, artifact_location: str | None = None) -> str:
     _, client = _client(uri)
-    run = client.create_run(_experiment_id(client, experiment), run_name=name, tags={"auditkit.kind": "sweep", **(tags or {})})
+    run = client.create_run(_experiment_id(client, experiment, artifact_location), run_name=name, tags={"auditkit.kind": "sweep", **(tags or {})})
     return run.info.run_id
 
 
@@ -61,7 +61,8 @@ def end_run(uri: str, run_id: str, status: str = "FINISHED") -> None:
     client.set_terminated(run_id, status=status)
 
 
-def mirror_run(result: RunResult, uri: str, experiment: str, samples_table: Any = None, parent_run_id: str | None = None) -> str:
+def mirror_run(result: RunResult, uri: str, experiment: str, samples_table: Any = None, parent_run_id: str | None = None,
+               artifact_location: str | None = None) -> str:
     from mlflow.entities import Metric as MLMetric
     from mlflow.entities import Param, RunTag
 
@@ -75,7 +76,7 @@ def mirror_run(result: RunResult, uri: str, experiment: str, samples_table: Any 
     }
     if parent_run_id:
         tags["mlflow.parentRunId"] = parent_run_id
-    run = client.create_run(_experiment_id(client, experiment), run_name=result.name, tags=tags)
+    run = client.create_run(_experiment_id(client, experiment, artifact_location), run_name=result.name, tags=tags)
     rid = run.info.run_id
     params = [Param(k, v) for k, v in sorted(_flatten(result.config).items())]
     metrics = []

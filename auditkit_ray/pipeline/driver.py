@@ -192,7 +192,8 @@ def track(plan: Plan, result: Any, parent_run_id: str | None = None) -> None:
         from ..integrations.mlflow import mirror_run
 
         rid = _warn_on_failure("MLflow", lambda: mirror_run(result, t.mlflow_uri, t.mlflow_experiment,
-                                                             samples_table=samples_table(result), parent_run_id=parent_run_id))
+                                                             samples_table=samples_table(result), parent_run_id=parent_run_id,
+                                                             artifact_location=t.mlflow_artifact_location))
         if rid:
             result.metadata["mlflow_run_id"] = rid
 

@@ -45,7 +45,8 @@ def test_mlflow_mirror_logs_params_metrics_tags_and_artifacts(make_spec, tmp_pat
     from mlflow.tracking import MlflowClient
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    spec = make_spec(tracking={"mlflow_uri": uri, "mlflow_experiment": "ak-test"},
+    spec = make_spec(tracking={"mlflow_uri": uri, "mlflow_experiment": "ak-test",
+                               "mlflow_artifact_location": str(tmp_path / "artifacts")},
                      annotators=[{"type": "regex", "name": "num", "pattern": r"(\d+)"}],
                      metrics=["exact_match", {"name": "exact_match", "on": "num"}])
     res = evaluate(spec)
