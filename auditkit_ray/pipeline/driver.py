@@ -129,6 +129,13 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool) -> dict
     actors = max(p.spec.execution.generation_actors for p in plans)
     n_gen = max(1, min(actors, n_need_gen or 1))
     res = _resources(ray, lead)
+    if res["gen_gpus"]:
+        fit = int(ray.cluster_resources().get("GPU", 0) // res["gen_gpus"])
+        if fit < 1:
+            raise RunError(f"{name}: a generation actor needs {res['gen_gpus']:g} GPUs; the cluster has fewer")
+        if n_gen > fit:  # more actors than GPUs would wait forever
+            print(f"warning: {name}: {n_gen} generation actors do not fit the cluster's GPUs; using {fit}", file=sys.stderr)
+            n_gen = fit
     if n_need_gen:
         ds = ds.map_batches(
             GenerateStage,
