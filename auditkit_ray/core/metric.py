@@ -232,7 +232,7 @@ class Metric(ABC):
             for key, s in res.items():
                 if not isinstance(s, Score):
                     return [Score.error(self.output_name, f"score() returned {type(s).__name__} for {key!r}, not a Score")]
-                full = key if key.startswith(self.output_name) else f"{self.output_name}.{key}"
+                full = key if key == self.output_name or key.startswith(self.output_name + ".") else f"{self.output_name}.{key}"
                 scores.append(s.model_copy(update={"name": full}))
             return scores
         if isinstance(res, (int, float)) and not isinstance(res, bool):
