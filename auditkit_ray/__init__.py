@@ -24,7 +24,7 @@ from .errors import AuditKitError, ConfigError, DataError, GateFailed, MissingEx
 __all__ = [
     "AuditKitError", "ConfigError", "DataError", "Direction", "GateFailed", "Generation", "Metric",
     "MissingEvidence", "MissingExtraError", "ResultFormatError", "RunResult", "Sample", "Score", "Status",
-    "ToolCall", "__version__", "evaluate", "evaluate_many", "load_config", "load_run", "register_metric",
+    "ToolCall", "__version__", "compare", "evaluate", "evaluate_many", "load_config", "load_run", "register_metric",
 ]
 
 
@@ -40,6 +40,14 @@ def evaluate_many(base, datasets, **kwargs):
     from .api import evaluate_many as _many
 
     return _many(base, datasets, **kwargs)
+
+
+def compare(baseline, candidate, **kwargs):
+    """Compare a candidate run with a baseline (RunResults or result paths):
+    direction-aware deltas, grades with reasons, paired tests, gates."""
+    from .compare import compare as _compare
+
+    return _compare(baseline, candidate, **kwargs)
 
 
 def load_config(path):
