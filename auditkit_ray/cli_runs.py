@@ -104,7 +104,88 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from .config import load_sweep_spec
+    from .config.loader import read_document
+    from .pipeline.sweep import describe, plan_sweep, run_sweep
+
+    sweep = load_sweep_spec(args.file)
+    if args.store:
+        sweep.base.setdefault("store", {})["path"] = args.store
+    _, lines = read_document(args.file)
+    if args.dry_run:
+        sweep_fp, cells = plan_sweep(sweep, source=args.file, lines=lines)
+        gpus = None
+        if args.address:
+            from .pipeline.driver import init_ray
+
+            gpus = float(init_ray(args.address, None).cluster_resources().get("GPU", 0))
+        print(describe(sweep.name, sweep_fp, cells, gpus))
+        return EXIT_OK
+    result = run_sweep(sweep, address=args.address, progress=not args.quiet, source=args.file)
+    if args.json:
+        print(json.dumps({"name": result.name, "fingerprint": result.fingerprint, "manifest": result.manifest_uri,
+                          "cells": result.cells, "runs": [json.loads(r.to_json()) for r in result.runs]}, indent=2))
+        return EXIT_OK
+    print(f"sweep {result.name}: {len(result.runs)} runs, manifest {result.manifest_uri}")
+    try:
+        from .compare import leaderboard
+    except ImportError:  # pragma: no cover - compare ships with the package
+        leaderboard = None
+    if leaderboard is not None and len(result.runs) > 1:
+        print(leaderboard(result.runs).format())
+    else:
+        from .report.terminal import print_run
+
+        for r in result.runs:
+            print_run(r)
+    return EXIT_OK
+
+
+def cmd_k8s(args: argparse.Namespace) -> int:
+    from . import k8s
+
+    docs = k8s.render(args.file, image=args.image, store=args.store, namespace=args.namespace, name=args.name,
+                      gpus_per_worker=args.gpus, workers=args.workers, max_workers=args.max_workers,
+                      gpu_type=args.gpu_type, aws_secret=args.aws_secret)
+    if args.action == "render":
+        text = k8s.dump(docs)
+        if args.output:
+            Path(args.output).write_text(text, encoding="utf-8")
+            print(f"wrote {args.output}")
+        else:
+            print(text)
+        return EXIT_OK
+    name = k8s.submit(docs, kubeconfig=args.kubeconfig, context=args.context)
+    print(f"created RayJob {name} in namespace {args.namespace}")
+    return EXIT_OK
+
+
 def add_parsers(sub: Any) -> dict[str, Any]:
+    w = sub.add_parser("sweep", help="run every run of a sweep file on Ray (resumes finished shards)")
+    w.add_argument("file")
+    w.add_argument("--dry-run", action="store_true", help="print the plan (runs, GPUs, what is done) without running")
+    w.add_argument("--address", default=None)
+    w.add_argument("--store", default=None, help="result store root (overrides base.store.path)")
+    w.add_argument("--quiet", action="store_true")
+    w.add_argument("--json", action="store_true")
+
+    k = sub.add_parser("k8s", help="render or submit a KubeRay RayJob for a sweep")
+    k.add_argument("action", choices=["render", "submit"])
+    k.add_argument("file", help="sweep file")
+    k.add_argument("--image", required=True, help="container image with auditkit-ray[ray,hf,s3] installed")
+    k.add_argument("--store", required=True, help="s3://bucket/prefix result store (a retried job resumes from it)")
+    k.add_argument("--namespace", default="default")
+    k.add_argument("--name", default=None)
+    k.add_argument("--gpus", type=int, default=1, help="GPUs per worker pod")
+    k.add_argument("--workers", type=int, default=1)
+    k.add_argument("--max-workers", type=int, default=None)
+    k.add_argument("--gpu-type", default=None, help="node label nvidia.com/gpu.product, e.g. NVIDIA-H100-80GB-HBM3")
+    k.add_argument("--aws-secret", default=None, help="a Secret with AWS_* variables for the S3 store")
+    k.add_argument("--output", "-o", default=None)
+    k.add_argument("--kubeconfig", default=None)
+    k.add_argument("--context", default=None)
+
     r = sub.add_parser("runs", help="query the ExperimentDB index of runs")
     r.add_argument("action", choices=["list", "query", "show", "sync"])
     r.add_argument("run", nargs="?", help="fingerprint prefix, run id or name (show)")
@@ -133,4 +214,4 @@ def add_parsers(sub: Any) -> dict[str, Any]:
     s.add_argument("--address", default=None)
     s.add_argument("--quiet", action="store_true")
     s.add_argument("--json", action="store_true")
-    return {"runs": cmd_runs, "generate": cmd_generate, "rescore": cmd_rescore}
+    return {"runs": cmd_runs, "generate": cmd_generate, "rescore": cmd_rescore, "sweep": cmd_sweep, "k8s": cmd_k8s}

@@ -61,3 +61,41 @@ def tiny_model(tmp_path_factory) -> Path:
     subprocess.run([sys.executable, str(ROOT / "examples/tiny_model/build.py"), "--out", str(out)], check=True,
                    capture_output=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     return out
+
+
+@pytest.fixture(scope="session")
+def tiny_grid(tiny_model) -> dict[str, Path]:
+    """The tiny model and two magnitude-pruned variants (25%, 50%)."""
+    import subprocess
+
+    out = {"p0": tiny_model}
+    for pct in (25, 50):
+        dst = tiny_model.parent / f"model-p{pct}"
+        subprocess.run([sys.executable, str(ROOT / "examples/tiny_model/prune.py"), "--src", str(tiny_model), "--out", str(dst),
+                        "--amount", str(pct / 100)], check=True, capture_output=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        out[f"p{pct}"] = dst
+    return out
+
+
+def grid_sweep(tiny_grid: dict[str, Path], data: Path, store: Path, name: str = "grid") -> dict:
+    """A 3 checkpoints x 2 quantizations sweep over the tiny model (6 cells)."""
+    return {
+        "name": name,
+        "base": {
+            "name": "tiny",
+            "model": {"type": "hf", "path": str(tiny_grid["p0"]), "batch_size": 8},
+            "dataset": {"path": str(data), "input_field": "question", "target_field": "answer", "limit": 24},
+            "prompt": {"template": "{{ question }} Answer:"},
+            "generation": {"max_new_tokens": 6},
+            "annotators": [{"type": "regex", "name": "number", "pattern": r"(-?\d+)", "select": "last"}],
+            "metrics": ["exact_match", {"name": "exact_match", "on": "number"}, "non_degenerate"],
+            "execution": {"shard_size": 8},
+            "store": {"path": str(store)},
+        },
+        "grid": {"model.path": [str(p) for p in tiny_grid.values()], "model.quantization": [None, "int8-dynamic"]},
+    }
+
+
+@pytest.fixture
+def make_grid_sweep():
+    return grid_sweep
