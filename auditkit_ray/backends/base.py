@@ -54,6 +54,7 @@ _BACKENDS: dict[str, str] = {
     "simulated": "auditkit_ray.backends.simulated:SimulatedBackend",
     "hf": "auditkit_ray.backends.hf:HFBackend",
     "precomputed": "auditkit_ray.backends.precomputed:PrecomputedBackend",
+    "agent": "auditkit_ray.backends.agent:AgentBackend",
 }
 
 

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..core.secrets import is_secret_key, remember_secret
+
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -98,8 +100,54 @@ class PrecomputedBackend(_Backend):
     output_field: str = "output"
 
 
+class AgentBackendSpec(_Backend):
+    """An agent over HTTP (``url``) or a Python callable (``callable``),
+    driven multi-turn until it stops or ``max_turns`` steps."""
+
+    type: Literal["agent"]
+    url: str | None = Field(None, description="agent endpoint (http:// or https://); each step is a POST of JSON")
+    callable: str | None = Field(None, description="'package.module:function' taking the step request dict, returning the reply dict")
+    max_turns: int = Field(8, ge=1, description="most steps per episode")
+    timeout_s: float = Field(60.0, gt=0, description="per HTTP request")
+    headers: dict[str, str] = Field(default_factory=dict, description="HTTP headers; values under secret-looking names are masked and never fingerprinted")
+    tools: list[dict[str, Any]] | None = Field(None, description="tool schemas sent when a request carries none")
+    max_retries: int = Field(2, ge=0)
+    concurrency: int = Field(1, ge=1, description="episodes run at once inside one generation actor")
+    batch_size: int = Field(16, ge=1)
+
+    @model_validator(mode="after")
+    def _one_target(self) -> "AgentBackendSpec":
+        if (self.url is None) == (self.callable is None):
+            raise ValueError("set exactly one of 'url' and 'callable'")
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"url must start with http:// or https://, got {self.url!r}")
+        if self.callable is not None and ":" not in self.callable:
+            raise ValueError(f"callable must be 'package.module:function', got {self.callable!r}")
+        return self
+
+    @field_validator("headers")
+    @classmethod
+    def _remember(cls, v: dict[str, str]) -> dict[str, str]:
+        for k, value in v.items():
+            if is_secret_key(k):
+                remember_secret(value)
+        return v
+
+    def _not_in_identity(self) -> set[str]:
+        return {"timeout_s", "max_retries", "concurrency", "batch_size", "headers"}
+
+    def settings_identity(self) -> dict[str, Any]:
+        out = super().settings_identity()
+        out["headers"] = {k: v for k, v in sorted(self.headers.items()) if not is_secret_key(k)}
+        return out
+
+    def __repr_args__(self):  # type: ignore[override]
+        for k, v in super().__repr_args__():
+            yield k, (redact(v) if k == "headers" else v)
+
+
 BackendSpec = Annotated[
-    Union[EchoBackend, SimulatedBackend, HFBackend, PrecomputedBackend],
+    Union[EchoBackend, SimulatedBackend, HFBackend, PrecomputedBackend, AgentBackendSpec],
     Field(discriminator="type"),
 ]
 

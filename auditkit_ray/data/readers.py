@@ -139,6 +139,10 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+#: columns that map onto Sample's RAG and agent fields when a dataset has them
+STRUCTURED_FIELDS = ("retrieved_contexts", "gold_evidence", "corpus_snapshot", "tools", "reference_tool_calls", "expected_state")
+
+
 def load_samples(spec: Any) -> tuple[list[Sample], list[dict]]:
     """Samples and their raw records (the prompt template reads the records)."""
     records = read_records(spec.path, spec.format, spec.split)
@@ -169,7 +173,8 @@ def load_samples(spec: Any) -> tuple[list[Sample], list[dict]]:
             target = _text(target)
         choices = rec.get(spec.choices_field) if spec.choices_field else None
         inp = rec.get(spec.input_field)
-        extra = {k: v for k, v in rec.items() if k not in (spec.id_field, spec.target_field, spec.input_field)}
+        structured = {k: rec[k] for k in STRUCTURED_FIELDS if rec.get(k) is not None}
+        extra = {k: v for k, v in rec.items() if k not in (spec.id_field, spec.target_field, spec.input_field) and k not in structured}
         try:
             sample = Sample(
                 id=rid,
@@ -177,6 +182,7 @@ def load_samples(spec: Any) -> tuple[list[Sample], list[dict]]:
                 target=target,
                 choices=[_text(c) for c in choices] if isinstance(choices, list) else None,
                 metadata=extra,
+                **structured,
             )
         except Exception as exc:  # noqa: BLE001 - pydantic error for odd shapes
             raise DataError(f"{where}: sample {rid!r} cannot be read: {str(exc).splitlines()[0]}") from None

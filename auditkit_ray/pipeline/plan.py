@@ -85,6 +85,9 @@ def build_plan(spec: RunSpec, store: ResultStore) -> Plan:
     plan.cached_generations = {i for i in range(n_shards) if RunLayout.shard_name(i) in gen_names}
 
     # Build every prompt now (fails fast on a bad sample), keep payloads of pending shards.
+    agent_meta = None
+    if spec.model.type == "agent":
+        from ..agents.dataset import agent_request_metadata as agent_meta
     for i in range(n_shards):
         chunk = list(zip(samples[i * size : (i + 1) * size], raws[i * size : (i + 1) * size]))
         items: list[dict[str, Any]] = []
@@ -99,6 +102,7 @@ def build_plan(spec: RunSpec, store: ResultStore) -> Plan:
                             "prompt": prompt,
                             "repeat": r,
                             "target": sample.targets[0] if sample.targets else None,
+                            "metadata": agent_meta(sample) if agent_meta else {},
                         },
                     }
                 )
