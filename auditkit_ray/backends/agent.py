@@ -49,13 +49,11 @@ import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Literal
-
-from pydantic import Field, field_validator, model_validator
+from typing import Any, Callable
 
 from ..agents.trace import Episode, ToolResult, Turn, from_openai_messages, parse_call
 from ..config.models import AgentBackendSpec  # noqa: F401 - re-exported
-from ..core.secrets import is_secret_key, redact, remember_secret, scrub_text
+from ..core.secrets import scrub_text
 from ..core.types import Generation
 from ..errors import DataError
 from .base import Backend, Request

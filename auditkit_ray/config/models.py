@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..core.secrets import is_secret_key, remember_secret
+from ..core.secrets import is_secret_key, redact, remember_secret
 
 
 class Strict(BaseModel):

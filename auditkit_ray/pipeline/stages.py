@@ -22,7 +22,7 @@ import numpy as np
 from ..backends.base import Request, create_backend
 from ..config.models import RunSpec
 from ..core.types import Generation, Sample
-from ..errors import AuditKitError, RunError
+from ..errors import AuditKitError
 from ..store.base import ResultStore
 from ..store.layout import RunLayout
 from . import tables
