@@ -6,6 +6,7 @@ CPU machine. ``fail_ids`` makes chosen samples fail (fault tests).
 
 from __future__ import annotations
 
+import os
 import time
 
 from ..core.types import Generation
@@ -17,6 +18,14 @@ class SimulatedBackend(Backend):
 
     def generate(self, requests: list[Request]) -> list[Generation]:
         s = self.spec
+        ids = {r.sample_id for r in requests}
+        if ids & set(s.oom_ids):
+            raise MemoryError(f"simulated out of memory on a batch of {len(requests)}")
+        if ids & set(s.hang_ids):
+            if s.hang_marker is None or not os.path.exists(s.hang_marker):
+                if s.hang_marker:
+                    open(s.hang_marker, "w").close()
+                time.sleep(3600)  # a hung engine: the watchdog must notice
         t0 = time.perf_counter()
         time.sleep(s.fixed_cost_s + s.per_token_s * s.tokens_per_output * len(requests))
         per = (time.perf_counter() - t0) / max(1, len(requests))

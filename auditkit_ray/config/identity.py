@@ -86,12 +86,23 @@ def metric_identities(spec: RunSpec) -> list[dict[str, Any]]:
     return out
 
 
+def _retrieval_identity(spec: RunSpec) -> dict[str, Any] | None:
+    r = spec.retrieval
+    if r is None:
+        return None
+    out = r.model_dump(mode="json", exclude={"corpus"})
+    if r.corpus:
+        out["corpus_hash"] = hash_path(r.corpus)
+    return out
+
+
 def generation_payload(spec: RunSpec, repeat: int = 0) -> dict[str, Any]:
     return {
         "kind": "generation",
         "package_version": __version__,
         "model": model_identity(spec),
         "prompt": spec.prompt.model_dump(mode="json"),
+        "retrieval": _retrieval_identity(spec),
         "generation": spec.generation.model_dump(mode="json"),
         "dataset": dataset_identity(spec),
         "seed": spec.seed,

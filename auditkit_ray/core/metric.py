@@ -92,6 +92,19 @@ class Metric(ABC):
     #: of all its repeats (pass@k, majority vote); the score is stored on the
     #: sample's repeat-0 row.
     scope: ClassVar[str] = "sample"
+    #: the actor pool that runs the metric: "checks" (deterministic, CPU),
+    #: "judges" (model-based), "oracles" (agent outcomes). None: from family.
+    pool: ClassVar[str | None] = None
+
+    @classmethod
+    def pool_name(cls) -> str:
+        if cls.pool:
+            return cls.pool
+        if cls.family.startswith("judge"):
+            return "judges"
+        if cls.family.startswith("oracle"):
+            return "oracles"
+        return "checks"
 
     def __init_subclass__(cls, abstract: bool = False, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -34,9 +34,12 @@ def init_ray(address: str | None, execution: Any) -> Any:
     if address:
         ray.init(address=address, **kwargs)
     else:
+        # address="local": always a fresh in-process cluster, never a stray one
+        # that `ray start` left on this machine
         ray.init(
-            num_cpus=execution.num_cpus,
-            num_gpus=execution.num_gpus,
+            address="local",
+            num_cpus=getattr(execution, "num_cpus", None),
+            num_gpus=getattr(execution, "num_gpus", None),
             include_dashboard=False,
             **kwargs,
         )
@@ -53,15 +56,17 @@ def _quiet_ray_data() -> None:
     logging.getLogger("ray.data").setLevel(logging.WARNING)
 
 
-def _resources(ray: Any, spec: RunSpec) -> dict[str, Any]:
+def _resources(ray: Any, spec: RunSpec, scoring_actors: int) -> dict[str, Any]:
+    """GPUs per generation actor, and CPUs per scoring actor such that every
+    scoring pool fits beside one spare CPU (on 2 CPUs, pools that each took a
+    whole CPU would starve the rest of the pipeline)."""
     cluster = ray.cluster_resources()
     gpus = cluster.get("GPU", 0)
     cpus = cluster.get("CPU", 1)
     want_gpu = spec.model.needs_gpu() and gpus > 0
     per_actor_gpu = float(getattr(spec.model, "num_gpus", 1.0)) if want_gpu else 0.0
-    scoring = spec.execution.scoring_actors
-    score_cpus = 1.0 if cpus >= scoring + 1 else max(0.1, cpus / (scoring + 1))
-    return {"gen_gpus": per_actor_gpu, "score_cpus": score_cpus}
+    score_cpus = 1.0 if cpus >= scoring_actors + 1 else max(0.05, cpus / (scoring_actors + 1))
+    return {"gen_gpus": per_actor_gpu, "score_cpus": round(score_cpus, 3)}
 
 
 class _Progress:
@@ -88,15 +93,27 @@ class _Progress:
 
 
 def _unwrap(exc: BaseException) -> BaseException:
-    seen = 0
-    while seen < 10:
-        seen += 1
-        if isinstance(exc, AuditKitError):
-            return exc
-        cause = getattr(exc, "cause", None) or exc.__cause__
-        if cause is None:
-            break
-        exc = cause
+    """Find our own typed error inside Ray's wrappers (RayTaskError,
+    UserCodeException); across processes the chain may survive only as text."""
+    import re
+
+    from .. import errors
+
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        e = todo.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, AuditKitError):
+            return e
+        for nxt in (getattr(e, "cause", None), e.__cause__, e.__context__):
+            if isinstance(nxt, BaseException):
+                todo.append(nxt)
+    m = re.search(r"auditkit_ray\.errors\.(\w+): (.+)", str(exc))
+    if m and isinstance(getattr(errors, m.group(1), None), type) and issubclass(getattr(errors, m.group(1)), AuditKitError):
+        return getattr(errors, m.group(1))(m.group(2).strip())
     return exc
 
 
@@ -120,15 +137,27 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool) -> dict
     _quiet_ray_data()
     from ray.data import ActorPoolStrategy
 
-    from .stages import GenerateStage, ScoreStage, load_cached_generations
+    from .stages import GenerateStage, RetrieveStage, ScoreStage, load_cached_generations, pools_needed
 
     runs = {p.layout.run_fp: (p.spec.model_dump_json(by_alias=True), p.store, p.layout) for p in plans}
     items = [{"shard": i, "payload": p.shard_payloads[i]} for p, i in pending]
     ds = ray.data.from_items(items, override_num_blocks=len(items))
+    if any(p.spec.retrieval is not None for p in plans):
+        ds = ds.map_batches(
+            RetrieveStage,
+            fn_constructor_kwargs={"runs": runs},
+            batch_size=1,
+            batch_format="numpy",
+            compute=ActorPoolStrategy(size=max(p.spec.execution.retrieval_actors for p in plans), max_tasks_in_flight_per_actor=2),
+            num_cpus=0.05,
+        )
     n_need_gen = sum(len(p.needs_generation) for p in plans)
     actors = max(p.spec.execution.generation_actors for p in plans)
     n_gen = max(1, min(actors, n_need_gen or 1))
-    res = _resources(ray, lead)
+    pools = pools_needed([p.spec for p in plans])
+    sizes = {"checks": "scoring_actors", "judges": "judge_actors", "oracles": "oracle_actors"}
+    pool_actors = {pool: max(getattr(p.spec.execution, sizes[pool]) for p in plans) for pool in pools}
+    res = _resources(ray, lead, sum(pool_actors.values()))
     if res["gen_gpus"]:
         fit = int(ray.cluster_resources().get("GPU", 0) // res["gen_gpus"])
         if fit < 1:
@@ -155,14 +184,15 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool) -> dict
             batch_format="numpy",
             num_cpus=res["score_cpus"],
         )
-    ds = ds.map_batches(
-        ScoreStage,
-        fn_constructor_kwargs={"runs": runs},
-        batch_size=1,
-        batch_format="numpy",
-        compute=ActorPoolStrategy(size=max(p.spec.execution.scoring_actors for p in plans), max_tasks_in_flight_per_actor=2),
-        num_cpus=res["score_cpus"],
-    )
+    for k, pool in enumerate(pools):
+        ds = ds.map_batches(
+            ScoreStage,
+            fn_constructor_kwargs={"runs": runs, "pool": pool, "final": k == len(pools) - 1},
+            batch_size=1,
+            batch_format="numpy",
+            compute=ActorPoolStrategy(size=pool_actors[pool], max_tasks_in_flight_per_actor=2),
+            num_cpus=res["score_cpus"],
+        )
     bar = _Progress(name, sum(p.n_shards for p in plans), sum(len(p.done) for p in plans), progress)
     try:
         for row in ds.iter_rows():

@@ -107,8 +107,17 @@ def merge(plan: Plan, store: ResultStore, *, wall_s: float, generated: int, gene
         samples_path=store.uri(plan.layout.shards_dir),
         backend=_backend_identity(spec),
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        metadata={"experiment": spec.experiment.model_dump(mode="json"), "n_shards": plan.n_shards, "shard_size": plan.layout.shard_size},
+        metadata=_metadata(spec, plan),
     )
+
+
+def _metadata(spec: Any, plan: Plan) -> dict[str, Any]:
+    meta: dict[str, Any] = {"experiment": spec.experiment.model_dump(mode="json"), "n_shards": plan.n_shards,
+                            "shard_size": plan.layout.shard_size}
+    prov = model_identity(spec).get("provenance")
+    if prov is not None:
+        meta["provenance"] = prov  # from the checkpoint's provenance.json (also in the fingerprint)
+    return meta
 
 
 def _backend_identity(spec: Any) -> dict[str, Any]:

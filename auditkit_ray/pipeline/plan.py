@@ -70,6 +70,24 @@ def _few_shot_pool(spec: RunSpec, samples: list[Sample], raws: list[dict]) -> li
     return [(s.id, r) for s, r in zip(samples, raws)]
 
 
+def check_rag_template(spec: RunSpec, sample: Sample, raw: dict) -> None:
+    """With retrieval the prompt is built after retrieval (in its own pool);
+    here only check that the sample has every field the templates need, and
+    that the retrieval query is there."""
+    from ..adapters.prompt import render
+    from ..errors import DataError
+
+    r = spec.retrieval
+    qf = r.query_field or spec.dataset.input_field
+    if raw.get(qf) in (None, "") and r.retriever != "precomputed":
+        raise DataError(f"sample {sample.id!r}: no query field {qf!r} for retrieval")
+    if r.retriever == "precomputed" and not sample.retrieved_contexts:
+        raise DataError(f"sample {sample.id!r}: retriever 'precomputed' needs retrieved_contexts on the sample")
+    render(r.template, {**raw, "input": raw.get(spec.dataset.input_field, ""), "contexts": ""}, sample.id)
+    render(r.context_template, {"n": 1, "id": "", "text": "", "title": "", "score": 0}, sample.id)
+    return None
+
+
 def build_plan(spec: RunSpec, store: ResultStore) -> Plan:
     preflight(spec)
     samples, raws = load_samples(spec.dataset)
@@ -92,7 +110,7 @@ def build_plan(spec: RunSpec, store: ResultStore) -> Plan:
         chunk = list(zip(samples[i * size : (i + 1) * size], raws[i * size : (i + 1) * size]))
         items: list[dict[str, Any]] = []
         for sample, raw in chunk:
-            prompt = adapter.build(sample, raw)
+            prompt = check_rag_template(spec, sample, raw) if spec.retrieval else adapter.build(sample, raw)
             for r in range(spec.repeats):
                 items.append(
                     {
@@ -104,6 +122,7 @@ def build_plan(spec: RunSpec, store: ResultStore) -> Plan:
                             "target": sample.targets[0] if sample.targets else None,
                             "metadata": agent_meta(sample) if agent_meta else {},
                         },
+                        **({"record": raw} if spec.retrieval else {}),
                     }
                 )
         if i not in plan.done:

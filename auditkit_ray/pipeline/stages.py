@@ -14,6 +14,7 @@ import json
 import os
 import socket
 import sys
+import threading
 import time
 from typing import Any
 
@@ -22,7 +23,7 @@ import numpy as np
 from ..backends.base import Request, create_backend
 from ..config.models import RunSpec
 from ..core.types import Generation, Sample
-from ..errors import AuditKitError
+from ..errors import AuditKitError, RunError
 from ..store.base import ResultStore
 from ..store.layout import RunLayout
 from . import tables
@@ -62,6 +63,76 @@ class RunContext:
         self.layouts = {k: v[2] for k, v in runs.items()}
 
 
+class RetrieveStage:
+    """Retrieve contexts for each sample of a shard (index built once per
+    actor) and build its RAG prompt. The contexts are stored on the sample in
+    prompt order, each with its retrieval rank and score, so that citation
+    numbers [n] point at the n-th context shown and rank metrics still read
+    the retriever's ranking."""
+
+    def __init__(self, runs: dict[str, tuple[str, ResultStore, RunLayout]]) -> None:
+        self.ctx = RunContext(runs)
+        self._indexes: dict[str, Any] = {}
+
+    def _index(self, spec: RunSpec) -> tuple[Any, Any]:
+        from ..rag import load_corpus, make_retriever
+
+        r = spec.retrieval
+        key = json.dumps([r.retriever, r.corpus, r.params], sort_keys=True)
+        if key not in self._indexes:
+            if r.retriever == "precomputed":
+                corpus = load_corpus(r.corpus) if r.corpus else None
+                self._indexes[key] = (None, corpus)
+            else:
+                corpus = load_corpus(r.corpus)
+                self._indexes[key] = (make_retriever(r.retriever, corpus, r.params), corpus)
+        return self._indexes[key]
+
+    def retrieve_item(self, spec: RunSpec, item: dict) -> None:
+        from ..adapters.prompt import render
+
+        r = spec.retrieval
+        retriever, corpus = self._index(spec)
+        record, sample = item["record"], item["sample"]
+        if retriever is None:
+            given = sorted(sample.get("retrieved_contexts") or [],
+                           key=lambda c: (c.get("rank", 1e9), -(c.get("score") or 0.0)))[: r.k]
+            hits = [{**c, "rank": c.get("rank", i + 1)} for i, c in enumerate(given)]
+        else:
+            query = str(record.get(r.query_field or spec.dataset.input_field, ""))
+            hits = []
+            for rank, (doc_id, score) in enumerate(retriever.search(query, r.k), start=1):
+                d = corpus.by_id[doc_id]
+                hits.append({"id": doc_id, "rank": rank, "score": score, "text": d.text, "title": d.title})
+        shown = hits if r.order == "rank" else list(reversed(hits))
+        sample["retrieved_contexts"] = shown
+        if corpus is not None:
+            when = r.decision_date or (sample.get("metadata") or {}).get("decision_date")
+            sample["corpus_snapshot"] = corpus.snapshot(when)
+        parts = [render(r.context_template, {"n": i + 1, "id": c.get("id", ""), "text": c.get("text", ""),
+                                             "title": c.get("title", ""), "score": c.get("score", "")}, sample["id"])
+                 for i, c in enumerate(shown)]
+        fields = {**record, "input": record.get(spec.dataset.input_field, ""), "contexts": r.separator.join(parts)}
+        prompt = render(r.template, fields, sample["id"])
+        if spec.prompt.system and spec.prompt.chat:
+            item["request"]["prompt"] = [{"role": "system", "content": spec.prompt.system}, {"role": "user", "content": prompt}]
+        elif spec.prompt.chat:
+            item["request"]["prompt"] = [{"role": "user", "content": prompt}]
+        else:
+            item["request"]["prompt"] = f"{spec.prompt.system}\n\n{prompt}" if spec.prompt.system else prompt
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, np.ndarray]:
+        out = []
+        for payload in _rows(batch):
+            shard = json.loads(payload)
+            spec = self.ctx.specs[shard["run"]]
+            if spec.retrieval is not None:
+                for item in shard["items"]:
+                    self.retrieve_item(spec, item)
+            out.append(shard)
+        return _out(out)
+
+
 class GenerateStage:
     def __init__(self, runs: dict[str, tuple[str, ResultStore, RunLayout]], threads: int = 1) -> None:
         self.ctx = RunContext(runs)
@@ -80,19 +151,65 @@ class GenerateStage:
         self.backend.generation, self.backend.seed = spec.generation, spec.seed
         return self.backend
 
-    def _generate(self, spec: RunSpec, shard: int, requests: list[Request]) -> tuple[list[dict], float, bool]:
+    def _call_backend(self, spec: RunSpec, requests: list[Request]) -> list[Generation]:
+        gens = self._get_backend(spec).generate(requests)
+        if len(gens) != len(requests):
+            raise RuntimeError(f"backend returned {len(gens)} generations for {len(requests)} requests")
+        return gens
+
+    def _watched(self, spec: RunSpec, shard: int, store: ResultStore, layout: RunLayout, requests: list[Request]) -> list[Generation]:
+        """Run the backend under the shard watchdog (``execution.shard_timeout_s``).
+
+        A call that hangs cannot be interrupted from Python, so the actor
+        records the attempt in the store and exits; Ray restarts the actor
+        and retries the shard. After ``max_shard_retries`` timed-out attempts
+        the shard's samples are recorded as errors instead."""
+        timeout = spec.execution.shard_timeout_s
+        if not timeout:
+            return self._call_backend(spec, requests)
+        marker = f"{layout.gen_dir}/.timeouts-{RunLayout.shard_name(shard)}"
+        earlier = len(store.read_bytes(marker)) if store.exists(marker) else 0
+        if earlier > spec.execution.max_shard_retries:
+            msg = f"shard {shard} timed out after {timeout:g}s in {earlier} attempts"
+            return [Generation(error=msg) for _ in requests]
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                box["out"] = self._call_backend(spec, requests)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                box["exc"] = exc
+
+        worker = threading.Thread(target=target, daemon=True)
+        worker.start()
+        worker.join(timeout)
+        if worker.is_alive():
+            store.replace(marker, b"x" * (earlier + 1))
+            print(f"auditkit-ray watchdog: shard {shard} generation exceeded {timeout:g}s; restarting this actor "
+                  f"(attempt {earlier + 1} of {spec.execution.max_shard_retries + 1})", file=sys.stderr, flush=True)
+            os._exit(75)  # Ray restarts the actor and retries the shard
+        if "exc" in box:
+            raise box["exc"]
+        return box["out"]
+
+    def _generate(self, spec: RunSpec, shard: int, store: ResultStore, layout: RunLayout, requests: list[Request]) -> tuple[list[dict], float, bool]:
         retries = spec.execution.max_shard_retries
         last: Exception | None = None
         for attempt in range(retries + 1):
             t0 = time.perf_counter()
             try:
-                gens = self._get_backend(spec).generate(requests)
-                if len(gens) != len(requests):
-                    raise RuntimeError(f"backend returned {len(gens)} generations for {len(requests)} requests")
-                return [g.model_dump(mode="json") for g in gens], time.perf_counter() - t0, True
+                gens = self._watched(spec, shard, store, layout, requests)
+                return [g.model_dump(mode="json") for g in gens], time.perf_counter() - t0, not any(
+                    (g.error or "").startswith(f"shard {shard} timed out") for g in gens)
             except AuditKitError:
-                raise  # fatal: engine dead, out of memory, bad model
+                raise  # fatal: engine dead, bad model
+            except MemoryError as exc:
+                raise RunError(f"out of memory generating shard {shard} ({exc}); lower the backend's batch_size or "
+                               "execution.shard_size, or give each actor more memory") from None
             except Exception as exc:  # noqa: BLE001 - retried, then recorded per sample
+                if "OutOfMemory" in type(exc).__name__:
+                    raise RunError(f"out of memory generating shard {shard} ({type(exc).__name__}: {exc}); "
+                                   "lower the backend's batch_size or execution.shard_size") from None
                 last = exc
                 time.sleep(min(2.0, 0.1 * 2**attempt))
         msg = f"shard {shard} failed after {retries + 1} attempts: {type(last).__name__}: {last}"
@@ -110,7 +227,7 @@ class GenerateStage:
                 shard["generated"] = False
             else:
                 requests = [Request(**it["request"]) for it in shard["items"]]
-                gens, seconds, ok = self._generate(spec, i, requests)
+                gens, seconds, ok = self._generate(spec, i, store, layout, requests)
                 if ok:  # a shard that failed wholesale is not cached: a re-run retries it
                     store.write_table(rel, tables.generation_table(i, shard["items"], gens))
                 shard["generations"] = gens
@@ -136,24 +253,26 @@ def load_cached_generations(batch: dict[str, Any], runs: dict[str, tuple[str, Re
     return _out(out)
 
 
+POOLS = ("checks", "judges", "oracles")
+
+
 class ScoreStage:
-    def __init__(self, runs: dict[str, tuple[str, ResultStore, RunLayout]]) -> None:
+    """One scoring pool: annotators (first pool only) and the run's metrics
+    whose ``pool_name()`` is this pool. The last pool writes the run shard."""
+
+    def __init__(self, runs: dict[str, tuple[str, ResultStore, RunLayout]], pool: str = "checks", final: bool = True) -> None:
         self.ctx = RunContext(runs)
+        self.pool = pool
+        self.final = final
         self._scorers: dict[str, tuple[list, list]] = {}
 
     def _scorer(self, key: str) -> tuple[list, list]:
         if key not in self._scorers:
             from ..annotators.extract import build_annotator
-            from ..core.registry import build_metric
 
             spec = self.ctx.specs[key]
             annotators = [(a.name, build_annotator(a)) for a in spec.annotators]
-            metrics = []
-            for m in spec.metrics:
-                params = dict(m.params)
-                if m.on is not None:
-                    params["on"] = m.on
-                metrics.append(build_metric(m.name, params, m.as_))
+            metrics = [m for m in build_metrics(spec) if m.pool_name() == self.pool]
             self._scorers[key] = (annotators, metrics)
         return self._scorers[key]
 
@@ -165,9 +284,11 @@ class ScoreStage:
         items = shard["items"]
         gens = [Generation.model_validate(g) for g in shard["generations"]]
         samples = [Sample.model_validate(it["sample"]) for it in items]
-        annotations = [apply_annotators(annotators, g) for g in gens]
+        if "annotations" not in shard:
+            shard["annotations"] = [apply_annotators(annotators, g) for g in gens]
+        annotations = shard["annotations"]
         contexts = [{"annotations": a, "prompt": it["request"]["prompt"], "repeat": it["request"]["repeat"]} for a, it in zip(annotations, items)]
-        per_item: list[list[dict]] = [[] for _ in items]
+        per_item: list[list[dict]] = shard.get("scores") or [[] for _ in items]
         batch = list(zip(samples, gens, contexts))
         groups: dict[str, list[int]] = {}
         for k, it in enumerate(items):
@@ -182,6 +303,9 @@ class ScoreStage:
                 continue
             for k, scores in enumerate(metric.evaluate_batch(batch)):
                 per_item[k].extend(s.model_dump(mode="json") for s in scores)
+        shard["scores"] = per_item
+        if not self.final:
+            return shard
         timing = {"generated_at": shard.get("generated_at"), "scored_at": time.time()}
         table = tables.run_table(shard["shard"], items, shard["generations"], annotations, per_item, {**shard["worker"], **timing})
         self.ctx.stores[key].write_table(self.ctx.layouts[key].shard(shard["shard"]), table)
@@ -196,7 +320,26 @@ class ScoreStage:
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, np.ndarray]:
         out = [self.score_shard(json.loads(p)) for p in _rows(batch)]
+        if not self.final:
+            return _out(out)
         return {
             "shard": np.array([o["shard"] for o in out], dtype=np.int64),
             "payload": np.array([json.dumps(o) for o in out], dtype=object),
         }
+
+
+def build_metrics(spec: RunSpec) -> list:
+    from ..core.registry import build_metric
+
+    out = []
+    for m in spec.metrics:
+        params = dict(m.params)
+        if m.on is not None:
+            params["on"] = m.on
+        out.append(build_metric(m.name, params, m.as_))
+    return out
+
+
+def pools_needed(specs: list[RunSpec]) -> list[str]:
+    used = {m.pool_name() for spec in specs for m in build_metrics(spec)}
+    return [p for p in POOLS if p in used] or ["checks"]

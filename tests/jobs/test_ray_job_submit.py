@@ -30,10 +30,14 @@ def _port() -> int:
 def cluster(tmp_path_factory):
     ray = shutil.which("ray", path=str(BIN)) or str(BIN / "ray")
     gcs, dash = _port(), _port()
+    import tempfile
+
+    temp_dir = tempfile.mkdtemp(prefix="akjob-", dir="/tmp")  # short: Ray's socket paths have a length limit
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1"}
     start = subprocess.run(
         [ray, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(gcs), "--num-cpus", "2", "--num-gpus", "2",
-         "--include-dashboard", "true", "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dash), "--disable-usage-stats"],
+         "--include-dashboard", "true", "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dash), "--disable-usage-stats",
+         "--temp-dir", temp_dir],
         capture_output=True, text=True, env=env, timeout=180,
     )
     assert start.returncode == 0, start.stdout + start.stderr
@@ -45,13 +49,42 @@ def cluster(tmp_path_factory):
             break
         time.sleep(1)
     yield {"ray": ray, "address": address, "env": client_env, "gcs": f"127.0.0.1:{gcs}"}
-    subprocess.run([ray, "stop", "--force"], capture_output=True, env=env, timeout=120)
+    _stop_cluster(temp_dir)
+
+
+def _stop_cluster(temp_dir: str) -> None:
+    """Stop only the processes of this cluster (`ray stop` would stop every
+    Ray on the machine, other test sessions' too)."""
+    import signal
+
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if temp_dir.encode() in (d / "cmdline").read_bytes():
+                    pids.append(int(d.name))
+            except OSError:
+                continue
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        time.sleep(2)
+    shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 def _submit(cluster, workdir: Path, sweep: Path, submission_id: str, wait: bool) -> subprocess.CompletedProcess | subprocess.Popen:
     cmd = [cluster["ray"], "job", "submit", "--address", cluster["address"], "--submission-id", submission_id,
            "--working-dir", str(workdir)] + ([] if wait else ["--no-wait"]) + ["--", sys.executable, "jobs/run_sweep.py", "--config", sweep.name]
-    return subprocess.run(cmd, capture_output=True, text=True, env=cluster["env"], timeout=900)
+    deadline = time.time() + 120
+    while True:
+        out = subprocess.run(cmd, capture_output=True, text=True, env=cluster["env"], timeout=900)
+        # the job agent can lag the dashboard on a loaded machine: Ray says "try again later"
+        if out.returncode == 0 or "try again later" not in out.stderr + out.stdout or time.time() > deadline:
+            return out
+        time.sleep(2)
 
 
 def _status(cluster, sid: str) -> str:

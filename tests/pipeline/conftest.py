@@ -19,9 +19,10 @@ def ray_cluster(tmp_path_factory):
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     support = Path(__file__).resolve().parents[1] / "support"
     agents = Path(__file__).resolve().parents[2] / "examples" / "agents"
-    sys.path[:0] = [str(support), str(agents)]
-    ray.init(num_cpus=2, num_gpus=4, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(support), str(agents), os.environ.get("PYTHONPATH", "")])}})
+    repo = Path(__file__).resolve().parents[2]
+    sys.path[:0] = [str(support), str(agents), str(repo)]
+    ray.init(address="local", num_cpus=2, num_gpus=4, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(support), str(agents), str(repo), os.environ.get("PYTHONPATH", "")])}})
     yield ray
     ray.shutdown()
 

@@ -28,9 +28,10 @@ def test_simulated_run_scores_every_sample_and_writes_result(make_spec, tmp_path
 
 
 def test_same_scores_from_one_actor_and_two_actors(make_spec, rows, numbers):
-    over = {"model": {"type": "simulated", "fixed_cost_s": 0.05, "per_token_s": 0.0, "output": "prompt"}}
-    one = evaluate(make_spec("s1", execution={"shard_size": 8, "generation_actors": 1}, **over))
-    two = evaluate(make_spec("s2", execution={"shard_size": 8, "generation_actors": 2, "scoring_actors": 2}, **over))
+    # slow enough shards that the second actor is up before the work runs out, even on a loaded machine
+    over = {"model": {"type": "simulated", "fixed_cost_s": 0.3, "per_token_s": 0.0, "output": "prompt"}}
+    one = evaluate(make_spec("s1", execution={"shard_size": 2, "generation_actors": 1}, **over))
+    two = evaluate(make_spec("s2", execution={"shard_size": 2, "generation_actors": 2, "scoring_actors": 2}, **over))
     assert one.fingerprint == two.fingerprint
     assert rows(one) == rows(two)
     assert numbers(one) == numbers(two)

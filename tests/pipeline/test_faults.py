@@ -1,0 +1,68 @@
+"""Watchdogs and fatal errors on a real local Ray."""
+
+import json
+import time
+
+import pytest
+
+from auditkit_ray.api import evaluate, samples_table
+from auditkit_ray.errors import RunError
+
+pytestmark = pytest.mark.usefixtures("ray_cluster")
+
+
+def test_hung_generation_fails_its_shard_fast_and_the_retry_completes_the_run(make_spec, tmp_path, rows, numbers):
+    marker = tmp_path / "hung-once"
+    spec = make_spec(
+        "hang",
+        model={"type": "simulated", "fixed_cost_s": 0.0, "output": "prompt", "hang_ids": ["q010"], "hang_marker": str(marker)},
+        execution={"shard_size": 8, "shard_timeout_s": 3},
+    )
+    t0 = time.perf_counter()
+    res = evaluate(spec)
+    took = time.perf_counter() - t0
+    assert marker.exists(), "the batch with q010 should have hung once"
+    assert took < 120, f"the watchdog should end the hang long before the backend's 3600 s sleep (took {took:.0f}s)"
+    assert res.error_count == 0 and res.metrics["exact_match"].n == 40
+    ref = evaluate(make_spec("ref", model={"type": "simulated", "fixed_cost_s": 0.0, "output": "prompt"}))
+    assert rows(res) == rows(ref) and numbers(res) == numbers(ref)
+    pids = {json.loads(w)["pid"] for w in samples_table(res).column("worker").to_pylist()}
+    assert len(pids) == 2, "the hung actor was replaced by a fresh one"
+
+
+def test_a_shard_that_always_hangs_is_recorded_as_errors_after_its_retries(make_spec):
+    spec = make_spec(
+        "hang-always",
+        model={"type": "simulated", "fixed_cost_s": 0.0, "hang_ids": ["q001"]},
+        execution={"shard_size": 8, "shard_timeout_s": 2, "max_shard_retries": 1},
+    )
+    res = evaluate(spec)
+    assert res.error_count == 8  # the whole first shard, named
+    assert all("timed out" in e.message for e in res.errors)
+    assert res.metrics["exact_match"].n == 32 and res.metrics["exact_match"].counts["error"] == 8
+
+
+def test_out_of_memory_in_the_engine_fails_the_run_fast_with_a_clear_error(make_spec, tmp_path):
+    spec = make_spec("oom", model={"type": "simulated", "fixed_cost_s": 0.0, "oom_ids": ["q020"]})
+    t0 = time.perf_counter()
+    with pytest.raises(RunError, match="out of memory"):
+        evaluate(spec)
+    assert time.perf_counter() - t0 < 60
+    # what finished before the failure is kept for a resume
+    assert not (tmp_path / "oom" / "runs").exists() or not list((tmp_path / "oom").rglob("result.json"))
+
+
+def test_judges_and_oracles_run_in_their_own_pools(make_spec):
+    spec = make_spec(
+        "pools",
+        metrics=["exact_match", "tests_support_metrics:SlowJudge", "tests_support_metrics:PidOracle"],
+        execution={"shard_size": 8, "judge_actors": 1, "oracle_actors": 1},
+    )
+    res = evaluate(spec)
+    t = samples_table(res)
+    by_name = {}
+    for row in t.to_pylist():
+        for s in json.loads(row["scores"]):
+            by_name.setdefault(s["name"], set()).add(s["metadata"].get("pid"))
+    assert res.metrics["slow_judge"].n == 40 and res.metrics["pid_oracle"].n == 40
+    assert by_name["slow_judge"].isdisjoint(by_name["pid_oracle"]), "judge and oracle pools are different actors"
