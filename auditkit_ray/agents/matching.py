@@ -34,7 +34,6 @@ is 0 is not reported.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -51,10 +50,9 @@ def load_callable(ref: str, what: str = "callable") -> Callable[..., Any]:
     if not isinstance(ref, str) or ":" not in ref:
         raise ConfigError(f"{what} {ref!r}: use 'package.module:function'")
     module_name, _, attr = ref.partition(":")
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"{what} {ref!r}: cannot import {module_name!r} ({exc})") from None
+    from ..core.imports import import_user_module
+
+    obj: Any = import_user_module(module_name, f"{what} {ref!r}")
     for part in attr.split("."):
         obj = getattr(obj, part, None)
         if obj is None:

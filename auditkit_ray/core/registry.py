@@ -4,7 +4,6 @@ one name never imports the others (or anything heavy)."""
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from ..errors import ConfigError
@@ -73,6 +72,10 @@ _BUILTIN: dict[str, str] = {
     "custom_predicate": "auditkit_ray.oracles.builtin:CustomPredicateCheck",
     "judge_assertion": "auditkit_ray.oracles.builtin:JudgeAssertionCheck",
     "oracle": "auditkit_ray.oracles.base:GenericOracle",
+    # judges (family "judge"): a backend + a prompt + a parser
+    "g_eval": "auditkit_ray.judges.builtin:GEval",
+    "factual_correctness": "auditkit_ray.judges.builtin:FactualCorrectness",
+    "grounding": "auditkit_ray.judges.builtin:Grounding",
 }
 _USER: dict[str, type[Metric]] = {}
 
@@ -102,10 +105,9 @@ def resolve_metric(ref: str) -> type[Metric]:
         known = ", ".join(builtin_names())
         raise ConfigError(f"unknown metric {ref!r}: use a registered name ({known}) or 'package.module:Class'")
     module_name, _, attr = target.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"metric {ref!r}: cannot import module {module_name!r} ({exc})") from None
+    from .imports import import_user_module
+
+    module = import_user_module(module_name, f"metric {ref!r}")
     obj: Any = module
     for part in attr.split("."):
         obj = getattr(obj, part, None)

@@ -29,7 +29,8 @@ def init_ray(address: str | None, execution: Any) -> Any:
     kwargs: dict[str, Any] = {
         "logging_level": logging.WARNING,
         "log_to_driver": os.environ.get("AUDITKIT_RAY_LOG_TO_DRIVER", "0") == "1",
-        "runtime_env": {"env_vars": {"PYTHONPATH": pythonpath}},
+        # workers import user code relative to the driver's working directory, and only from there
+        "runtime_env": {"env_vars": {"PYTHONPATH": pythonpath, "AUDITKIT_RAY_WORKDIR": cwd}},
     }
     if address:
         ray.init(address=address, **kwargs)

@@ -48,8 +48,35 @@ class Plan:
         return len(self.samples) * self.spec.repeats
 
 
+DATA_ROOT_ENV = "AUDITKIT_RAY_DATA_ROOT"
+
+
+def check_data_root(spec: RunSpec) -> None:
+    """With ``AUDITKIT_RAY_DATA_ROOT`` set (by whoever runs the cluster), every
+    data file a config names must resolve inside it: no ``../`` or absolute
+    path, no symlink, leads out."""
+    import os
+
+    root = os.environ.get(DATA_ROOT_ENV)
+    if not root:
+        return
+    base = Path(root).resolve()
+    named = [("dataset.path", spec.dataset.path)]
+    if spec.prompt.few_shot and spec.prompt.few_shot.path:
+        named.append(("prompt.few_shot.path", spec.prompt.few_shot.path))
+    if spec.retrieval and spec.retrieval.corpus:
+        named.append(("retrieval.corpus", spec.retrieval.corpus))
+    if spec.model.type == "precomputed":
+        named.append(("model.path", spec.model.path))
+    for field_name, value in named:
+        resolved = Path(value).resolve()  # as the reader will open it (relative to the working directory)
+        if resolved != base and base not in resolved.parents:
+            raise ConfigError(f"{field_name} {value!r} resolves to {resolved}, outside the data root {base} ({DATA_ROOT_ENV})")
+
+
 def preflight(spec: RunSpec) -> None:
     """Checks that are cheap on the driver and expensive to discover in an actor."""
+    check_data_root(spec)
     m = spec.model
     if m.type == "hf":
         p = Path(m.path)

@@ -162,6 +162,8 @@ def test_generic_oracle_metric_loads_a_user_oracle_by_module_path(agents_example
         "    def verdict(self, sample, generation, context):\n"
         "        return Verdict.success() if self.params['word'] in generation.text else Verdict.failure('no word')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)  # user code is imported from the working directory (or installed packages)
+    monkeypatch.delenv("AUDITKIT_RAY_WORKDIR", raising=False)
     m = build_metric("oracle", {"oracle": "my_oracles:HasText", "word": "ok"})
     assert m.output_name == "has_text"
     assert m.evaluate(Sample(id="s", input="q"), Generation(text="ok!"), {})[0].value == 1.0
