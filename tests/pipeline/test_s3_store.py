@@ -59,3 +59,39 @@ def test_s3_run_resumed_by_a_second_process_reads_back_equal(make_spec, tmp_path
     local = evaluate(make_spec("local", model=slow, execution={"shard_size": 2}))
     assert numbers(resumed) == numbers(local)
     assert rows(resumed) == rows(local)  # per-sample table read back from S3
+
+
+def test_store_unreachable_for_a_while_then_back_gives_the_same_result(make_spec, s3_server, s3_bucket, rows, numbers):
+    import threading
+
+    from tcp_proxy import Proxy
+
+    proxy = Proxy(s3_server["port"])
+    proxy.start()
+    store = {"path": f"s3://{s3_bucket}/flaky", "endpoint_url": f"http://127.0.0.1:{proxy.port}"}
+    slow = {"type": "simulated", "fixed_cost_s": 0.2, "per_token_s": 0.0, "output": "prompt"}
+    spec = make_spec(model=slow, execution={"shard_size": 2}, store=store)
+    direct = S3Store(f"s3://{s3_bucket}/flaky", endpoint_url=s3_server["url"])
+    from auditkit_ray.config.identity import run_fingerprint
+
+    shards = f"runs/{run_fingerprint(spec)}/s2"
+    outage = {}
+
+    def cut():
+        deadline = time.time() + 60
+        while time.time() < deadline and len(direct.list(shards)) < 4:
+            time.sleep(0.05)
+        proxy.stop()
+        outage["at"] = len(direct.list(shards))
+        time.sleep(6)
+        outage["during"] = len(direct.list(shards)) - outage["at"]
+        proxy.start()
+
+    t = threading.Thread(target=cut)
+    t.start()
+    res = evaluate(spec)
+    t.join()
+    assert 4 <= outage["at"] < 20 and outage["during"] == 0, outage  # the store really was unreachable mid-run
+    ref = evaluate(make_spec("ref", model=slow, execution={"shard_size": 2}))
+    assert numbers(res) == numbers(ref) and rows(res) == rows(ref)
+    proxy.stop()
