@@ -306,7 +306,7 @@ class ScoreStage:
         shard["scores"] = per_item
         if not self.final:
             return shard
-        timing = {"generated_at": shard.get("generated_at"), "scored_at": time.time()}
+        timing = {"generated_at": shard.get("generated_at"), "scored_at": time.time(), "scored_by": os.getpid()}
         table = tables.run_table(shard["shard"], items, shard["generations"], annotations, per_item, {**shard["worker"], **timing})
         self.ctx.stores[key].write_table(self.ctx.layouts[key].shard(shard["shard"]), table)
         return {

@@ -277,3 +277,34 @@ def test_group_scope_metric_sees_all_repeats_of_a_sample_once(make_spec):
     assert res.metrics["exact_match"].n == 120
     agree = res.metrics["all_repeats_agree"]
     assert agree.n == 40 and agree.mean == 1.0 and agree.total == 40
+
+
+def test_scoring_actor_killed_mid_run_completes_with_no_sample_lost_or_counted_twice(make_spec, tmp_path, rows, numbers):
+    slow = {"type": "simulated", "fixed_cost_s": 0.3, "per_token_s": 0.0, "output": "prompt"}
+    spec = make_spec("killscore", model=slow, execution={"shard_size": 2})
+    killed = {}
+
+    def killer():
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            for f in sorted((tmp_path / "killscore" / "runs").rglob("shard-*.parquet")) if (tmp_path / "killscore").exists() else []:
+                import pyarrow.parquet as pq
+
+                try:
+                    pid = json.loads(pq.read_table(f, columns=["worker"]).column("worker")[0].as_py())["scored_by"]
+                except Exception:  # noqa: BLE001 - file being linked
+                    continue
+                os.kill(pid, signal.SIGKILL)
+                killed["pid"] = pid
+                return
+            time.sleep(0.05)
+
+    t = threading.Thread(target=killer)
+    t.start()
+    res = evaluate(spec)
+    t.join()
+    assert killed, "the scoring actor was never killed"
+    ref = evaluate(make_spec("killscore-ref", model=slow, execution={"shard_size": 2}))
+    assert rows(res) == rows(ref) and numbers(res) == numbers(ref)
+    scorers = {json.loads(w)["scored_by"] for w in samples_table(res).column("worker").to_pylist()}
+    assert killed["pid"] in scorers and len(scorers) >= 2, "a restarted scoring actor finished the run"
