@@ -39,6 +39,8 @@ demo: $(STAMP) $(MODEL)/config.json
 
 # pytest exit code 5 means "no tests collected": that is a broken suite, not a pass.
 test: $(STAMP) $(MODEL)/config.json
+	# the HTML report is checked in a real headless browser (Debian's chromium)
+	command -v chromium >/dev/null 2>&1 || (apt-get update && apt-get install -y chromium)
 	$(BIN)/python -m pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 

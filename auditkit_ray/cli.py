@@ -193,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .cli_runs import add_parsers
 
     COMMANDS.update(add_parsers(sub))
+    COMMANDS.update(__import__("auditkit_ray.cli_report", fromlist=["add_parsers"]).add_parsers(sub))
     return p
 
 

@@ -121,9 +121,10 @@ def resolve_metric(ref: str) -> type[Metric]:
 def build_metric(ref: str, params: dict[str, Any] | None = None, as_name: str | None = None) -> Metric:
     cls = resolve_metric(ref)
     kwargs = dict(params or {})
-    if as_name:
-        kwargs["as_name"] = as_name
     try:
-        return cls(**kwargs)
+        metric = cls(**kwargs)
     except TypeError as exc:
-        raise ConfigError(f"metric {ref!r}: bad parameters {sorted(params or {})}: {exc}") from None
+        raise ConfigError(f"metric {ref!r}: bad parameters {sorted(kwargs)}: {exc}") from None
+    if as_name:
+        metric.output_name = as_name  # the score's name in results ('as:' in a config)
+    return metric

@@ -143,6 +143,9 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool) -> dict
     runs = {p.layout.run_fp: (p.spec.model_dump_json(by_alias=True), p.store, p.layout) for p in plans}
     items = [{"shard": i, "payload": p.shard_payloads[i]} for p, i in pending]
     ds = ray.data.from_items(items, override_num_blocks=len(items))
+    del items
+    for p in plans:
+        p.shard_payloads.clear()  # now in the object store; keep the driver's memory flat
     if any(p.spec.retrieval is not None for p in plans):
         ds = ds.map_batches(
             RetrieveStage,

@@ -24,12 +24,18 @@ from .plan import Plan
 MAX_LISTED_ERRORS = 100
 
 
-def read_samples_table(store: ResultStore, plan: Plan):
-    import pyarrow as pa
+COLUMNS = ["sample_id", "error", "scores", "latency_s", "latency_scope", "prompt_tokens", "completion_tokens", "token_source"]
 
-    tables = [store.read_table(plan.layout.shard(i)) for i in range(plan.n_shards)]
-    table = pa.concat_tables(tables) if tables else None
-    return table.sort_by([("shard", "ascending"), ("index", "ascending")]) if table is not None else None
+
+def iter_rows(store: ResultStore, plan: Plan):
+    """Per-sample rows of a run, shard by shard in shard order (memory bounded
+    by one shard, whatever the run's size)."""
+    import pyarrow.parquet as pq
+    import io
+
+    for i in range(plan.n_shards):
+        table = pq.read_table(io.BytesIO(store.read_bytes(plan.layout.shard(i))), columns=COLUMNS + ["index"])
+        yield from table.sort_by("index").select(COLUMNS).to_pylist()
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -43,8 +49,7 @@ def _percentile(values: list[float], q: float) -> float | None:
 
 def merge(plan: Plan, store: ResultStore, *, wall_s: float, generated: int, generation_s: float, new_tokens: int, model_size: int | None = None) -> RunResult:
     spec = plan.spec
-    table = read_samples_table(store, plan)
-    rows = table.select(["sample_id", "error", "scores", "latency_s", "latency_scope", "prompt_tokens", "completion_tokens", "token_source"]).to_pylist()
+    n_rows = 0
 
     metric_objs = []
     for m in spec.metrics:
@@ -59,7 +64,8 @@ def merge(plan: Plan, store: ResultStore, *, wall_s: float, generated: int, gene
     latencies: list[float] = []
     scopes: set[str] = set()
     tokens = TokenUsage()
-    for row in rows:
+    for row in iter_rows(store, plan):
+        n_rows += 1
         if row["error"]:
             error_count += 1
             if len(errors) < MAX_LISTED_ERRORS:
@@ -80,7 +86,7 @@ def merge(plan: Plan, store: ResultStore, *, wall_s: float, generated: int, gene
     perf = Perf(
         wall_s=wall_s,
         generation_s=generation_s or None,
-        samples=len(rows),
+        samples=n_rows,
         generated=generated,
         throughput_samples_per_s=(generated / wall_s) if generated and wall_s else None,
         tokens_per_s=(new_tokens / wall_s) if new_tokens and wall_s else None,

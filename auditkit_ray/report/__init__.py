@@ -1,1 +1,1 @@
-"""Reports: terminal tables (more formats in later versions)."""
+"""Reports: terminal tables, Markdown, JUnit XML, a self-contained HTML report, a shields.io badge."""

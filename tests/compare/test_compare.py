@@ -213,6 +213,7 @@ def test_corpus_metric_paired_test_rebuilds_finalize_from_identity(tmp_path, mak
                 return stats[0] / stats[1] if stats[1] else None
     '''))
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("AUDITKIT_RAY_TRUSTED_PATHS", str(tmp_path))  # user code outside the working directory
     rng = random.Random(5)
     tot = {i: rng.randint(5, 20) for i in IDS}
     hits_a = {i: rng.randint(0, t) for i, t in tot.items()}

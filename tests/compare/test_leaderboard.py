@@ -101,6 +101,7 @@ def test_corpus_metric_interval_uses_finalize_or_is_skipped_with_a_reason(tmp_pa
                 return stats[0] / stats[1] if stats[1] else None
     '''))
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("AUDITKIT_RAY_TRUSTED_PATHS", str(tmp_path))  # user code outside the working directory
     rng = random.Random(1)
     tot = {i: rng.randint(1, 30) for i in IDS}
     hit = {i: rng.randint(0, t) for i, t in tot.items()}

@@ -1,0 +1,584 @@
+"""A self-contained HTML report: one file, inline CSS, inline SVG and a small
+inline script; nothing is fetched (no CDN, no fonts, no images by URL).
+
+Sections: regressions against the baseline and gates (when given), a
+leaderboard sortable by any column (click a header; ``#sort=<column>[:asc|desc]``
+in the URL sorts on load), a chart per metric with its intervals, retention
+curves across the grid the runs span (``grid.detect_grid``), quality against
+cost with the Pareto front, a per-sample drill-down (the worst samples of
+each run and the samples newly wrong against the reference run, with the
+raw and the extracted answer), and each run's configuration and
+fingerprints.
+
+Every text from the data is HTML-escaped; no data is placed inside the
+script. The script marks ``<html data-ready="true" data-charts="N">`` once it
+has wired the page, and records an uncaught error in ``data-error``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from .._version import __version__
+from ..compare import text as tx
+from ..compare.cost import AXES
+from .grid import detect_grid, retention_curves
+from .loader import SampleRow, binary_metric, read_samples
+from .svg import ci_chart, display_names, e, line_chart, scatter_chart
+
+MAX_CHARTS = 12
+SNIPPET = 400
+FULL = 20_000
+
+CSS = """
+:root{--fg:#1f2328;--muted:#656d76;--line:#d0d7de;--bg:#fff;--panel:#f6f8fa;--accent:#0969da;--good:#1a7f37;--bad:#cf222e;--warn:#9a6700}
+*{box-sizing:border-box}
+body{margin:0;font:14px/1.45 -apple-system,BlinkMacSystemFont,"Segoe UI",Helvetica,Arial,sans-serif;color:var(--fg);background:var(--bg)}
+header{padding:20px 32px 12px;border-bottom:1px solid var(--line);background:var(--panel)}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 10px;padding-bottom:4px;border-bottom:1px solid var(--line)}
+h3{font-size:15px;margin:18px 0 8px}
+main{padding:0 32px 40px;max-width:1500px}
+nav{margin-top:8px}nav a{margin-right:14px;color:var(--accent);text-decoration:none}
+.meta{color:var(--muted);margin:2px 0}
+.status{display:inline-block;font-weight:600;padding:2px 10px;border-radius:12px;margin-top:6px}
+.status.ok{background:#dafbe1;color:var(--good)}.status.fail{background:#ffebe9;color:var(--bad)}
+table{border-collapse:collapse;margin:6px 0 10px;font-variant-numeric:tabular-nums}
+th,td{border:1px solid var(--line);padding:5px 9px;vertical-align:top;text-align:left}
+th{background:var(--panel);font-weight:600;white-space:nowrap}
+td.num,th.num{text-align:right;white-space:nowrap}
+table.sortable th{cursor:pointer;user-select:none}
+table.sortable th:hover{background:#eaeef2}
+table.sortable th[aria-sort=ascending]::after{content:" \\25B2";color:var(--accent)}
+table.sortable th[aria-sort=descending]::after{content:" \\25BC";color:var(--accent)}
+td.best .mean{font-weight:700;color:var(--good)}
+.ci{color:var(--muted);font-size:12px}
+.mark{color:var(--bad);font-weight:600}
+.grade-fail{color:var(--bad);font-weight:600}.grade-warn{color:var(--warn);font-weight:600}
+.legend-text,.note{color:var(--muted);font-size:12.5px}
+.charts{display:flex;flex-wrap:wrap;gap:18px}
+figure{margin:0;padding:10px;border:1px solid var(--line);border-radius:6px;background:#fff}
+figcaption{font-weight:600;margin-bottom:4px}
+svg.chart text{fill:var(--fg)}
+svg.chart .tick{fill:var(--muted);font-size:11px}
+svg.chart .grid{stroke:#eaeef2}
+svg.chart .axis{stroke:#8c959f}
+svg.chart .reference{stroke:#8c959f;stroke-dasharray:4 3}
+svg.chart .whisker{stroke:#57606a;stroke-width:1.6}
+svg.chart .mark .dot{fill:#8c959f;stroke:#fff;stroke-width:1}
+svg.chart .mark.best .dot{fill:var(--accent)}
+svg.chart .mark.front .dot{fill:var(--good)}
+svg.chart .series{fill:none;stroke-width:2}
+svg.chart .front-line{fill:none;stroke:var(--good);stroke-width:1.6;stroke-dasharray:5 3}
+svg.chart .point-label{font-size:11px;fill:var(--muted)}
+svg.chart .mark.hl .dot{stroke:#000;stroke-width:2.5}
+svg.chart .mark.hl .label,svg.chart .mark.hl .point-label{font-weight:700;fill:#000}
+pre{white-space:pre-wrap;word-break:break-word;margin:0;font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
+td pre{max-width:360px;max-height:160px;overflow:auto}
+.scroll{overflow-x:auto;max-width:100%}
+td code.ann{white-space:pre-wrap;word-break:break-word}
+details{margin:6px 0}summary{cursor:pointer}
+.samples td{font-size:13px}
+code{font:12px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:var(--panel);padding:1px 4px;border-radius:4px}
+.chip{display:inline-block;padding:0 6px;margin:1px 2px;border-radius:10px;background:var(--panel);font-size:12px;white-space:nowrap}
+.chip.bad{background:#ffebe9;color:var(--bad)}.chip.good{background:#dafbe1;color:var(--good)}
+dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:6px 0}dl.kv dt{color:var(--muted)}dl.kv dd{margin:0}
+footer{color:var(--muted);padding:12px 32px;border-top:1px solid var(--line)}
+"""
+
+JS = r"""
+(function () {
+  "use strict";
+  var root = document.documentElement;
+  window.addEventListener("error", function (ev) { root.setAttribute("data-error", String(ev.message || ev)); });
+  function key(td) {
+    var v = td.getAttribute("data-sort");
+    if (v === null) { v = td.textContent.trim(); }
+    return v;
+  }
+  function sortTable(table, th, dir) {
+    var idx = Array.prototype.indexOf.call(th.parentNode.children, th);
+    var numeric = th.getAttribute("data-type") === "num";
+    var body = table.tBodies[0];
+    var rows = Array.prototype.slice.call(body.rows);
+    var decorated = rows.map(function (row, i) { return { row: row, i: i, k: key(row.cells[idx]) }; });
+    decorated.sort(function (a, b) {
+      var ka = a.k, kb = b.k, missA = ka === "" || ka === "-", missB = kb === "" || kb === "-";
+      if (missA || missB) { return missA === missB ? a.i - b.i : (missA ? 1 : -1); }
+      var c;
+      if (numeric) { c = parseFloat(ka) - parseFloat(kb); } else { c = ka.localeCompare(kb, undefined, { numeric: true }); }
+      if (c === 0) { return a.i - b.i; }
+      return dir === "asc" ? c : -c;
+    });
+    decorated.forEach(function (d) { body.appendChild(d.row); });
+    Array.prototype.forEach.call(th.parentNode.children, function (h) { h.removeAttribute("aria-sort"); });
+    th.setAttribute("aria-sort", dir === "asc" ? "ascending" : "descending");
+    table.setAttribute("data-sorted-by", (th.getAttribute("data-key") || String(idx)) + ":" + dir);
+  }
+  var tables = document.querySelectorAll("table.sortable");
+  Array.prototype.forEach.call(tables, function (table) {
+    var heads = table.tHead ? table.tHead.rows[0].cells : [];
+    Array.prototype.forEach.call(heads, function (th) {
+      th.tabIndex = 0;
+      th.title = th.title || "sort by this column";
+      var activate = function () {
+        var cur = th.getAttribute("aria-sort");
+        var first = th.getAttribute("data-first") || "asc";
+        var dir = cur === "ascending" ? "desc" : cur === "descending" ? "asc" : first;
+        sortTable(table, th, dir);
+      };
+      th.addEventListener("click", activate);
+      th.addEventListener("keydown", function (ev) { if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); activate(); } });
+    });
+  });
+  // highlight a run across every chart on hover
+  var marks = document.querySelectorAll("svg.chart [data-run]");
+  Array.prototype.forEach.call(marks, function (m) {
+    m.addEventListener("mouseenter", function () {
+      var run = m.getAttribute("data-run");
+      Array.prototype.forEach.call(marks, function (o) { o.classList.toggle("hl", o.getAttribute("data-run") === run); });
+    });
+    m.addEventListener("mouseleave", function () {
+      Array.prototype.forEach.call(marks, function (o) { o.classList.remove("hl"); });
+    });
+  });
+  // drill-down: show one run's samples at a time
+  var pick = document.getElementById("sample-run");
+  if (pick) {
+    var show = function () {
+      Array.prototype.forEach.call(document.querySelectorAll(".run-samples"), function (d) {
+        d.hidden = pick.value !== "*" && d.getAttribute("data-run") !== pick.value;
+      });
+    };
+    pick.addEventListener("change", show);
+    show();
+  }
+  // #sort=<column key>[:asc|desc] sorts the leaderboard on load (links, tests)
+  var m = /(?:^#|&)sort=([^&:]+)(?::(asc|desc))?/.exec(location.hash);
+  if (m) {
+    var want = decodeURIComponent(m[1]);
+    var th = Array.prototype.filter.call(document.querySelectorAll("#leaderboard-table th"), function (h) {
+      return h.getAttribute("data-key") === want;
+    })[0];
+    if (th) {
+      th.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+      if (m[2] && th.getAttribute("aria-sort") !== (m[2] === "asc" ? "ascending" : "descending")) {
+        th.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+      }
+    }
+  }
+  root.setAttribute("data-charts", String(document.querySelectorAll("svg.chart").length));
+  root.setAttribute("data-ready", "true");
+})();
+"""
+
+
+def _num(v: float | None, digits: int = 4) -> str:
+    return tx.num(v, digits)
+
+
+def _sort_val(v: float | None) -> str:
+    return "" if v is None or (isinstance(v, float) and not math.isfinite(v)) else repr(float(v))
+
+
+def _text(v: Any) -> str:
+    if v is None:
+        return ""
+    return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, indent=1, default=str)
+
+
+def _cut(s: str, n: int) -> str:
+    return s if len(s) <= n else s[:n] + f" … ({len(s) - n} more)"
+
+
+def _pre(v: Any, n: int = SNIPPET) -> str:
+    s = _text(v)
+    if len(s) > n:
+        return f'<pre title="{len(s)} characters">{e(s[:n])}<span class="note"> … ({len(s) - n} more)</span></pre>'
+    return f"<pre>{e(s)}</pre>"
+
+
+def _unit(report: Any, metric: str) -> bool:
+    vals = [v for r in report.runs if (s := r.result.metrics.get(metric)) is not None for v in (s.mean, s.ci_low, s.ci_high) if v is not None]
+    return bool(vals) and all(0 <= v <= 1 for v in vals)
+
+
+# ----------------------------------------------------------------------------- sections
+def _header(report: Any) -> list[str]:
+    fails = report.failures
+    bits = [f"{len(report.runs)} run(s)"]
+    for sw in report.sweeps:
+        bits.append(f"sweep {e(sw.name)} <code>{e(sw.fingerprint[:12])}</code>")
+    if report.baseline is not None:
+        bits.append(f"baseline <b>{e(report.baseline.label)}</b>")
+    lb = report.board
+    bits.append(f"{lb.confidence:.0%} intervals (binary: {e(lb.binary_ci)})")
+    bits.append(f"pairwise paired tests Holm-adjusted at α = {lb.alpha:g}")
+    out = ["<header>", f"<h1>auditkit-ray report: {e(report.title)}</h1>", f'<p class="meta">{" · ".join(bits)}</p>',
+           f'<p class="meta">generated {e(report.generated_at)} by auditkit-ray {e(__version__)}</p>',
+           f'<span class="status {"ok" if not fails else "fail"}">{"Result: ok" if not fails else f"Result: {len(fails)} gate(s) failed"}</span>',
+           "<nav>"]
+    links = [("regressions", "Regressions")] if report.baseline is not None else []
+    links += [("gates", "Gates")] if lb.gates else []
+    links += [("leaderboard", "Leaderboard"), ("charts", "Charts"), ("retention", "Retention"), ("pareto", "Quality vs cost"),
+              ("samples", "Samples"), ("runs", "Runs")]
+    out += [f'<a href="#{k}">{v}</a>' for k, v in links]
+    out += ["</nav>", "</header>"]
+    for n in report.notes:
+        out.append(f'<p class="note">{e(n)}</p>')
+    return out
+
+
+def _regressions(report: Any) -> list[str]:
+    if report.baseline is None:
+        return []
+    regs = report.regressions()
+    out = [f'<section id="regressions"><h2>Regressions vs {e(report.baseline.label)}</h2>']
+    if not regs:
+        out.append(f"<p>No regressions against {e(report.baseline.label)}.</p></section>")
+        return out
+    out.append('<table class="sortable" id="regressions-table"><thead><tr>'
+               '<th data-key="run">run</th><th data-key="metric">metric</th><th>dir</th><th class="num" data-type="num">baseline</th>'
+               '<th class="num" data-type="num">candidate</th><th class="num" data-type="num">Δ</th>'
+               '<th class="num" data-type="num">retention</th><th class="num" data-type="num">p</th><th>grade</th><th>why</th></tr></thead><tbody>')
+    for label, mc in regs:
+        p = mc.paired.p_value if mc.paired is not None else None
+        out.append(f"<tr><td>{e(label)}</td><td>{e(mc.name)}</td><td>{mc.direction.arrow}</td>"
+                   f'<td class="num" data-sort="{_sort_val(mc.baseline_mean)}">{_num(mc.baseline_mean)}</td>'
+                   f'<td class="num" data-sort="{_sort_val(mc.candidate_mean)}">{_num(mc.candidate_mean)}</td>'
+                   f'<td class="num" data-sort="{_sort_val(mc.delta)}">{e(tx.signed(mc.delta))}</td>'
+                   f'<td class="num" data-sort="{_sort_val(mc.retention)}">{e(tx.pct(mc.retention))}</td>'
+                   f'<td class="num" data-sort="{_sort_val(p)}">{e(tx.pval(p))}{" *" if mc.significant else ""}</td>'
+                   f'<td class="grade-{e(mc.grade.split()[0])}">{e(mc.grade)}</td><td>{e("; ".join(mc.reasons))}</td></tr>')
+    out.append(f'</tbody></table><p class="legend-text">* paired test significant at α = {report.alpha:g}.</p></section>')
+    return out
+
+
+def _gates(report: Any) -> list[str]:
+    gates = report.board.gates
+    if not gates:
+        return []
+    out = ['<section id="gates"><h2>Gates</h2><table><thead><tr><th>result</th><th>run</th><th>gate</th><th>reason</th></tr></thead><tbody>']
+    for g in sorted(gates, key=lambda g: g.passed):
+        cls = "" if g.passed else ' class="grade-fail"'
+        out.append(f"<tr><td{cls}>{'ok' if g.passed else 'FAIL'}</td><td>{e(g.run)}</td><td><code>{e(g.gate)}</code></td><td>{e(g.reason)}</td></tr>")
+    out.append("</tbody></table></section>")
+    return out
+
+
+def _leaderboard(report: Any) -> list[str]:
+    lb = report.board
+    metrics = report.metrics
+    primary = metrics[0] if metrics else None
+    marks = {m: report.significance(m) for m in metrics}
+    head = ['<th class="num" data-key="rank" data-type="num" data-first="asc">rank</th>', '<th data-key="run">run</th>']
+    for m in metrics:
+        d = lb.metrics[m].direction
+        head.append(f'<th class="num" data-key="{e(m)}" data-type="num" data-first="{"desc" if d.value == "maximize" else "asc"}" '
+                    f'title="{e(m)}: {"higher" if d.value == "maximize" else "lower"} is better">{e(m)} {d.arrow}</th>')
+    head += ['<th class="num" data-key="n" data-type="num" data-first="desc">n</th>',
+             '<th class="num" data-key="latency_p50_s" data-type="num">p50 s</th>',
+             '<th class="num" data-key="throughput" data-type="num" data-first="desc">samples/s</th>',
+             '<th class="num" data-key="model_size_bytes" data-type="num">size</th>',
+             '<th class="num" data-key="cost" data-type="num">cost</th>']
+    out = ['<section id="leaderboard"><h2>Leaderboard</h2>',
+           '<div class="scroll"><table class="sortable" id="leaderboard-table"><thead><tr>' + "".join(head) + "</tr></thead><tbody>"]
+    order = [x.run for x in lb.metrics[primary].entries if x.rank is not None] if primary else []
+    order += [r.label for r in report.runs if r.label not in order]
+    cost = {c.run: c for c in lb.cost}
+    for label in order:
+        run = report.run(label)
+        pe = next((x for x in lb.metrics[primary].entries if x.run == label), None) if primary else None
+        rank = pe.rank if pe is not None else None
+        base = " (baseline)" if report.baseline is not None and label == report.baseline.label else ""
+        cells = [f'<td class="num" data-sort="{"" if rank is None else rank}">{"-" if rank is None else rank}</td>',
+                 f'<td data-sort="{e(label)}">{e(label)}<span class="note">{e(base)}</span></td>']
+        for m in metrics:
+            ent = next((x for x in lb.metrics[m].entries if x.run == label), None)
+            if ent is None or ent.mean is None:
+                cells.append('<td class="num" data-sort="">-</td>')
+                continue
+            ci = f' <span class="ci">{e(tx.interval(ent.ci_low, ent.ci_high))}</span>' if ent.ci_low is not None else ""
+            mk = f' <span class="mark">{e(marks[m][label])}</span>' if label in marks[m] else ""
+            note = "" if ent.rank is not None else f' <span class="note">({e(ent.excluded or "not ranked")})</span>'
+            best = " best" if ent.tied_with_best and ent.rank is not None else ""
+            tip = e(ent.ci_method or ent.ci_note or "")
+            cells.append(f'<td class="num{best}" data-sort="{_sort_val(ent.mean)}" title="{tip}"><span class="mean">{_num(ent.mean)}</span>{ci}{mk}{note}</td>')
+        n = max((s.n for m in metrics if (s := run.result.metrics.get(m)) is not None), default=0)
+        c = cost.get(label)
+        cells.append(f'<td class="num" data-sort="{n}">{n}</td>')
+        if c is not None:
+            cells += [f'<td class="num" data-sort="{_sort_val(c.latency_p50_s)}">{_num(c.latency_p50_s, 3)}</td>',
+                      f'<td class="num" data-sort="{_sort_val(c.throughput_samples_per_s)}">{_num(c.throughput_samples_per_s, 1)}</td>',
+                      f'<td class="num" data-sort="{_sort_val(c.model_size_bytes)}">{e(tx.size(c.model_size_bytes))}</td>',
+                      f'<td class="num" data-sort="{_sort_val(c.cost)}">{_num(c.cost, 4)}</td>']
+        else:
+            cells += ['<td class="num" data-sort="">-</td>'] * 4
+        out.append(f'<tr data-run="{e(label)}">' + "".join(cells) + "</tr>")
+    out.append("</tbody></table></div>")
+    legend = ["bold green: best, or tied with the best (intervals overlap)", "†: significantly worse than the best (paired test, Holm-adjusted)"]
+    if report.baseline is not None:
+        legend.append(f"▲/▼: significantly better/worse than the baseline (paired test, α = {lb.alpha:g})")
+    out.append(f'<p class="legend-text">{e("; ".join(legend))}. Click a column header to sort. Ranked by {e(primary or "-")}.</p>')
+    for board in lb.metrics.values():
+        for x in board.entries:
+            if x.excluded:
+                out.append(f'<p class="note">{e(board.name)}: {e(x.run)} not ranked: {e(x.excluded)}</p>')
+    out.append("</section>")
+    return out
+
+
+def _charts(report: Any) -> list[str]:
+    lb = report.board
+    out = ['<section id="charts"><h2>Metrics with intervals</h2><div class="charts">']
+    names = display_names([r.label for r in report.runs])
+    for m in report.metrics[:MAX_CHARTS]:
+        board = lb.metrics[m]
+        marks = report.significance(m)
+        entries = [(x.run, float(x.mean), x.ci_low, x.ci_high, x.tied_with_best, marks.get(x.run, "")) for x in board.ranked]
+        svg = ci_chart(f"{m} ({board.direction.value}) per run with {lb.confidence:.0%} intervals", entries, unit=_unit(report, m),
+                       names=names)
+        if not svg:
+            continue
+        better = "higher" if board.direction.value == "maximize" else "lower"
+        out.append(f"<figure><figcaption>{e(m)} {board.direction.arrow} <span class=\"note\">({better} is better; "
+                   f"{lb.confidence:.0%} intervals; blue: best or tied)</span></figcaption>{svg}</figure>")
+    out.append("</div>")
+    if len(report.metrics) > MAX_CHARTS:
+        out.append(f'<p class="note">charts for the first {MAX_CHARTS} of {len(report.metrics)} metrics; pass --metric to choose</p>')
+    out.append("</section>")
+    return out
+
+
+def _retention(report: Any) -> list[str]:
+    out = ['<section id="retention"><h2>Retention across the grid</h2>']
+    grid = detect_grid(report.runs)
+    if grid is None:
+        out.append('<p class="note">No grid: the runs share every parameter (or there is one run), so there is no retention curve.</p></section>')
+        return out
+    curves = retention_curves(report, grid)
+    src = "run names" if grid.source == "names" else "run configs"
+    out.append(f'<p class="note">Retention = run / reference ({e(report.reference.label)}), read through each metric\'s direction '
+               f'(1.0 = as good as the reference). x axis: {e(grid.x)} (from the {src})'
+               + (f"; one line per {e(', '.join(grid.params[1:]))}" if len(grid.params) > 1 else "") + ".</p>")
+    for n in grid.notes:
+        out.append(f'<p class="note">{e(n)}</p>')
+    out.append('<div class="charts">')
+    for c in curves[:MAX_CHARTS]:
+        svg = line_chart(f"retention of {c.metric} across {c.x_param}", c.x_values, c.series, y_label=f"{c.metric} retention",
+                         y_format=lambda v: f"{100 * v:.3g}%")
+        if svg:
+            out.append(f"<figure><figcaption>{e(c.metric)} retention vs {e(c.x_param)}</figcaption>{svg}</figure>")
+    out.append("</div>")
+    for c in curves:
+        for n in dict.fromkeys(c.notes):
+            out.append(f'<p class="note">{e(c.metric)}: {e(n)}</p>')
+    out.append("</section>")
+    return out
+
+
+def _axis_format(axis: str):
+    if axis == "model_size_bytes":
+        return lambda v: tx.size(v)
+    return lambda v: f"{v:.3g}"
+
+
+def _pareto(report: Any) -> list[str]:
+    lb = report.board
+    out = ['<section id="pareto"><h2>Quality vs cost</h2>']
+    if not lb.cost_axis:
+        out.append(f'<p class="note">{e("; ".join(lb.notes) or "no cost axis recorded")}</p></section>')
+        return out
+    axis = lb.cost_axis
+    out.append(f'<p class="note">Cost axis: {e(axis)} (lower is better); the dashed line joins the Pareto front '
+               f'(no other run is at least as good and at least as cheap).</p><div class="charts">')
+    by_label = {r.label: r for r in report.runs}
+    names = display_names([r.label for r in report.runs])
+    for m, pf in list(lb.pareto.items())[:MAX_CHARTS]:
+        pts = []
+        for x in lb.metrics[m].ranked:
+            c = AXES[axis](by_label[x.run].result)
+            if c is not None:
+                pts.append((x.run, float(c), float(x.mean), x.run in pf.front))
+        svg = scatter_chart(f"{m} vs {axis}", pts, x_label=axis, y_label=m, x_format=_axis_format(axis), unit_y=_unit(report, m),
+                            names=names)
+        if svg:
+            out.append(f"<figure><figcaption>{e(m)} {pf.direction.arrow} vs {e(axis)} ↓</figcaption>{svg}</figure>")
+    out.append("</div>")
+    for m, pf in lb.pareto.items():
+        out.append(f'<p class="note">{e(m)}: Pareto front (cheapest first): {e(", ".join(pf.front) or "-")}'
+                   + "".join(f"; {e(k)} not placed: {e(v)}" for k, v in pf.excluded.items()) + "</p>")
+    out.append("</section>")
+    return out
+
+
+def _chips(row: SampleRow, metrics: list[str], directions: dict[str, Any]) -> str:
+    out = []
+    for m in metrics:
+        st = row.status(m)
+        if st is None:
+            continue
+        v = row.value(m)
+        if v is None:
+            cls = " bad" if st == "error" else ""
+            out.append(f'<span class="chip{cls}" title="{e((row.scores[m] or {}).get("reason") or "")}">{e(m)}: {e(st)}</span>')
+            continue
+        cls = ""
+        if v in (0.0, 1.0):
+            good = (v == 1.0) == (directions[m].value == "maximize")
+            cls = " good" if good else " bad"
+        out.append(f'<span class="chip{cls}">{e(m)} = {e(f"{v:.4g}")}</span>')
+    return " ".join(out)
+
+
+def _extracted(row: SampleRow | None) -> str:
+    if row is None:
+        return ""
+    if not row.annotations:
+        return '<span class="note">(no annotators)</span>'
+    return "".join(f'<div><b>{e(k)}</b>: <code class="ann">{e(_cut(_text(v), 200))}</code></div>' for k, v in row.annotations.items())
+
+
+def _details(row: SampleRow) -> str:
+    items = [("prompt", row.prompt), ("target", row.target), ("raw output", row.raw_text)]
+    if row.text != row.raw_text:
+        items.append(("output", row.text))
+    items += [(f"extracted {k}", v) for k, v in row.annotations.items()]
+    if row.error:
+        items.append(("error", row.error))
+    for m, s in row.scores.items():
+        if s.get("reason") or s.get("status") not in (None, "scored"):
+            items.append((f"{m} ({s.get('status')})", s.get("reason") or ""))
+    body = "".join(f"<dt>{e(k)}</dt><dd>{_pre(v, FULL)}</dd>" for k, v in items)
+    return f"<details><summary>full sample</summary><dl class=\"kv\">{body}</dl></details>"
+
+
+def _worst(rows: list[SampleRow], metrics: list[str], directions: dict[str, Any], n: int) -> tuple[list[SampleRow], str]:
+    """The worst rows, errors first, then by the metrics in order (each read
+    through its direction). With a binary metric only rows that are wrong on
+    one (or errored) are listed; without one, the n lowest."""
+    def adj(r: SampleRow, m: str) -> float:
+        v = r.value(m)
+        if v is None:
+            return math.inf
+        return v if directions[m].value == "maximize" else -v
+
+    def errored(r: SampleRow) -> bool:
+        return bool(r.error) or any(r.status(m) == "error" for m in metrics)
+
+    binary = [m for m in metrics if binary_metric(rows, m)]
+    if binary:
+        bad = {m: 0.0 if directions[m].value == "maximize" else 1.0 for m in binary}
+        pool = [r for r in rows if errored(r) or any(r.value(m) == bad[m] for m in binary)]
+        what = f"wrong on {', '.join(binary)} or errored"
+    else:
+        pool = [r for r in rows if errored(r) or any(r.status(m) == "scored" for m in metrics)]
+        what = f"lowest on {', '.join(metrics)}"
+    pool.sort(key=lambda r: (0 if errored(r) else 1, tuple(adj(r, m) for m in metrics), r.sample_id, r.repeat))
+    return pool[:n], f"{len(pool)} {what}" if binary else what
+
+
+def _samples(report: Any, max_samples: int) -> list[str]:
+    out = ['<section id="samples"><h2>Samples</h2>']
+    ref = report.reference
+    opts = ['<option value="*">all runs</option>'] + [f'<option value="{e(r.label)}">{e(r.label)}</option>' for r in report.runs]
+    out.append(f'<p><label>Run: <select id="sample-run">{"".join(opts)}</select></label> '
+               f'<span class="note">worst {max_samples} samples per run (ranked by {e(", ".join(report.metrics))}, errors first), and the samples '
+               f'newly wrong against {e(ref.label)}{"" if report.baseline is not None else " (the first run; pass --baseline to choose)"}.</span></p>')
+    ref_rows, ref_why = read_samples(ref)
+    ref_index = {r.key: r for r in ref_rows} if ref_rows else {}
+    for run in report.runs:
+        directions = {m: s.direction for m in report.metrics if (s := run.result.metrics.get(m)) is not None}
+        metrics = [m for m in report.metrics if m in directions]
+        out.append(f'<div class="run-samples" data-run="{e(run.label)}"><h3>{e(run.label)}</h3>')
+        rows, why = read_samples(run)
+        if rows is None:
+            out.append(f'<p class="note">no per-sample rows: {e(why)}</p></div>')
+            continue
+        worst, what = _worst(rows, metrics, directions, max_samples)
+        out.append(f'<h4>Worst samples <span class="note">({e(what)} of {len(rows)} rows; {len(worst)} shown)</span></h4>')
+        if not worst:
+            out.append('<p class="note">none</p>')
+        out.append('<div class="scroll"><table class="samples"><thead><tr><th>sample</th><th>scores</th><th>target</th><th>raw output</th>'
+                   '<th>extracted</th><th>detail</th></tr></thead><tbody>')
+        for r in worst:
+            out.append(f"<tr><td><code>{e(r.label)}</code></td><td>{_chips(r, metrics, directions)}</td><td>{_pre(r.target)}</td>"
+                       f"<td>{_pre(r.raw_text)}</td><td>{_extracted(r)}</td><td>{_details(r)}</td></tr>")
+        out.append("</tbody></table></div>")
+        if run is not ref:
+            out += _newly_wrong(report, run, rows, ref, ref_index, ref_why, max_samples)
+        out.append("</div>")
+    out.append("</section>")
+    return out
+
+
+def _newly_wrong(report: Any, run: Any, rows: list[SampleRow], ref: Any, ref_index: dict, ref_why: str | None, n: int) -> list[str]:
+    cmp = report.comparison(run.label)
+    if cmp is None:
+        return []
+    index = {r.key: r for r in rows}
+    out = []
+    found = False
+    for m, mc in cmp.metrics.items():
+        p = mc.paired
+        if p is None or p.diff is None or not binary_metric(rows, m):
+            continue
+        keys = list(p.diff.newly_wrong)
+        if not keys:
+            continue
+        found = True
+        out.append(f"<h4>Newly wrong on {e(m)}: {len(keys)}"
+                   f'<span class="note"> (right in the reference {e(ref.label)}, wrong here; {len(p.diff.newly_right)} newly right; '
+                   f'McNemar p = {e(tx.pval(p.p_value))})</span></h4>')
+        out.append('<div class="scroll"><table class="samples"><thead><tr><th>sample</th><th>target</th><th>reference: raw output</th>'
+                   '<th>reference: extracted</th><th>this run: raw output</th><th>this run: extracted</th><th>detail</th></tr></thead><tbody>')
+        for k in keys[:n]:
+            a, b = ref_index.get(tuple(k)), index.get(tuple(k))
+            label = k[0] if k[1] == 0 else f"{k[0]}#{k[1]}"
+            out.append(f"<tr><td><code>{e(label)}</code></td><td>{_pre(b.target if b else a.target if a else '')}</td>"
+                       f"<td>{_pre(a.raw_text if a else '')}</td><td>{_extracted(a)}</td>"
+                       f"<td>{_pre(b.raw_text if b else '')}</td><td>{_extracted(b)}</td><td>{_details(b) if b else ''}</td></tr>")
+        out.append("</tbody></table></div>")
+        if len(keys) > n:
+            out.append(f'<p class="note">… and {len(keys) - n} more</p>')
+    if not found:
+        reason = f" ({e(ref_why)})" if ref_why else ""
+        out.append(f'<p class="note">No sample newly wrong against {e(ref.label)} on a binary metric{reason}.</p>')
+    return out
+
+
+def _runs(report: Any) -> list[str]:
+    out = ['<section id="runs"><h2>Runs: configuration and fingerprints</h2>']
+    for run in report.runs:
+        r = run.result
+        kv = [("run id", r.run_id), ("name", r.name), ("fingerprint", r.fingerprint), ("generation fingerprint", r.generation_fingerprint),
+              ("dataset fingerprint", r.dataset_fingerprint), ("package version", r.package_version), ("seed", r.seed),
+              ("repeat", r.repeat), ("created", r.created_at), ("samples", r.perf.samples), ("errors", r.error_count),
+              ("source", run.source), ("per-sample table", r.samples_path)]
+        body = "".join(f"<dt>{e(k)}</dt><dd><code>{e(v)}</code></dd>" for k, v in kv if v is not None)
+        cfg = json.dumps(r.config or {}, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+        backend = json.dumps(r.backend or {}, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+        perf = json.dumps(r.perf.model_dump(exclude_none=True), indent=2, default=str)
+        out.append(f'<details class="run" data-run="{e(run.label)}"><summary><b>{e(run.label)}</b> <code>{e(r.fingerprint[:16])}</code></summary>'
+                   f'<dl class="kv">{body}</dl><details><summary>configuration</summary><pre>{e(cfg)}</pre></details>'
+                   f"<details><summary>backend</summary><pre>{e(backend)}</pre></details>"
+                   f"<details><summary>performance</summary><pre>{e(perf)}</pre></details></details>")
+    out.append("</section>")
+    return out
+
+
+def format_html(report: Any, *, max_samples: int = 10) -> str:
+    parts = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+             '<meta name="viewport" content="width=device-width, initial-scale=1">',
+             f"<title>auditkit-ray report: {e(report.title)}</title>", f"<style>{CSS}</style>", "</head>", "<body>"]
+    parts += _header(report)
+    parts.append("<main>")
+    for section in (_regressions(report), _gates(report), _leaderboard(report), _charts(report), _retention(report), _pareto(report),
+                    _samples(report, max_samples), _runs(report)):
+        parts += section
+    parts.append("</main>")
+    parts.append(f"<footer>auditkit-ray {e(__version__)} · self-contained report: no network needed</footer>")
+    parts.append(f"<script>{JS}</script>")
+    parts += ["</body>", "</html>"]
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,373 @@
+"""What a report is made of: runs found from paths, their per-sample rows,
+and one ``Report`` (leaderboard, baseline comparisons, gates) that every
+format (Markdown, JUnit, HTML, JSON, badge, text) renders.
+
+Paths (``expand_inputs``):
+
+- a run directory (holding ``result.json``) or a ``result.json`` file;
+- a sweep directory ``<store>/sweeps/<fp>``: its ``sweep.json`` (a finished
+  sweep) or else its ``manifest.json`` lists the runs' fingerprints, read from
+  ``<store>/runs/<fp>/result.json``; runs without a result yet are left out
+  with a note;
+- a result store root holding exactly one sweep under ``sweeps/``.
+
+pyarrow (per-sample rows) and the statistics load inside the functions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from ..compare.samples import LoadedRun, load
+from ..errors import ConfigError
+
+#: per-sample columns the reports read (others are ignored; missing ones are None)
+SAMPLE_COLUMNS = ("shard", "index", "sample_id", "repeat", "prompt", "target", "text", "raw_text", "annotations", "scores",
+                  "error", "latency_s")
+
+
+# ----------------------------------------------------------------------------- inputs
+@dataclass
+class SweepRef:
+    name: str
+    fingerprint: str
+    path: str
+
+
+@dataclass
+class Inputs:
+    runs: list[LoadedRun]
+    sweeps: list[SweepRef] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _read_json(p: Path) -> Any:
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{p}: not valid JSON ({exc})") from None
+
+
+def _is_sweep_dir(p: Path) -> bool:
+    return p.is_dir() and ((p / "sweep.json").is_file() or (p / "manifest.json").is_file()) and not (p / "result.json").exists()
+
+
+def _expand_sweep(d: Path, out: Inputs) -> None:
+    doc_path = d / "sweep.json" if (d / "sweep.json").is_file() else d / "manifest.json"
+    doc = _read_json(doc_path)
+    if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list):
+        raise ConfigError(f"{doc_path}: not a sweep file (no 'runs' list)")
+    store = d.parent.parent
+    name = str(doc.get("name") or d.name)
+    out.sweeps.append(SweepRef(name=name, fingerprint=str(doc.get("fingerprint") or d.name), path=str(d)))
+    found = 0
+    for entry in doc["runs"]:
+        fp = entry.get("fingerprint") if isinstance(entry, dict) else None
+        if not fp:
+            continue
+        rj = store / "runs" / str(fp) / "result.json"
+        if not rj.is_file():
+            state = entry.get("state", "no result") if isinstance(entry, dict) else "no result"
+            out.notes.append(f"sweep {name}: run {entry.get('name', fp)} ({str(fp)[:12]}) has no result.json yet ({state}); left out")
+            continue
+        out.runs.append(load(rj))
+        found += 1
+    if not found:
+        raise ConfigError(f"{d}: sweep {name!r} has no finished run (no runs/<fp>/result.json under {store})")
+
+
+def expand_inputs(paths: Iterable[str | os.PathLike]) -> Inputs:
+    """Runs from run directories, result.json files and sweep directories,
+    in the order given (a sweep's runs in the sweep's order)."""
+    out = Inputs(runs=[])
+    for raw in paths:
+        s = str(raw)
+        if "://" in s:
+            raise ConfigError(f"{s}: reports read local paths; copy the run or sweep directory from the store first")
+        p = Path(s)
+        if not p.exists():
+            raise ConfigError(f"{p}: no such run, result.json or sweep directory")
+        if p.is_file():
+            out.runs.append(load(p))
+        elif (p / "result.json").is_file():
+            out.runs.append(load(p))
+        elif _is_sweep_dir(p):
+            _expand_sweep(p, out)
+        elif (p / "sweeps").is_dir():
+            sweeps = sorted(x for x in (p / "sweeps").iterdir() if _is_sweep_dir(x))
+            if len(sweeps) != 1:
+                listed = ", ".join(x.name[:12] for x in sweeps) or "none"
+                raise ConfigError(f"{p}: a result store with {len(sweeps)} sweeps ({listed}); name one: {p}/sweeps/<fingerprint>")
+            _expand_sweep(sweeps[0], out)
+        else:
+            raise ConfigError(f"{p}: not a run directory (no result.json) nor a sweep directory (no sweep.json or manifest.json)")
+    if not out.runs:
+        raise ConfigError("no runs to report on")
+    return out
+
+
+# ----------------------------------------------------------------------------- per-sample rows
+def _json(v: Any, default: Any) -> Any:
+    if v is None:
+        return default
+    if not isinstance(v, str):
+        return v
+    try:
+        return json.loads(v)
+    except (TypeError, json.JSONDecodeError):
+        return v
+
+
+@dataclass
+class SampleRow:
+    sample_id: str
+    repeat: int
+    prompt: Any = None
+    target: Any = None
+    text: str | None = None
+    raw_text: str | None = None
+    annotations: dict[str, Any] = field(default_factory=dict)
+    #: metric name -> Score dict (name, value, status, reason, metadata)
+    scores: dict[str, dict[str, Any]] = field(default_factory=dict)
+    error: str | None = None
+    latency_s: float | None = None
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.sample_id, self.repeat)
+
+    @property
+    def label(self) -> str:
+        return self.sample_id if self.repeat == 0 else f"{self.sample_id}#{self.repeat}"
+
+    def value(self, metric: str) -> float | None:
+        s = self.scores.get(metric)
+        if not s or s.get("status", "scored") != "scored":
+            return None
+        v = s.get("value")
+        return float(v) if isinstance(v, (int, float)) else None
+
+    def status(self, metric: str) -> str | None:
+        s = self.scores.get(metric)
+        return None if s is None else str(s.get("status", "scored"))
+
+
+def read_samples(run: LoadedRun) -> tuple[list[SampleRow] | None, str | None]:
+    """A run's per-sample rows in sample order, or ``(None, reason)``."""
+    cached = getattr(run, "_report_samples", None)
+    if cached is not None:
+        return cached
+    res = _read_samples(run)
+    run._report_samples = res  # type: ignore[attr-defined]
+    return res
+
+
+def _read_samples(run: LoadedRun) -> tuple[list[SampleRow] | None, str | None]:
+    result = run.result
+    if not result.samples_path:
+        return None, "the run has no per-sample table"
+    path = result.samples_path
+    if "://" not in path and not Path(path).is_absolute() and run.source and not Path(path).exists():
+        path = str(Path(run.source).parent / path)
+    if "://" in path:
+        return None, f"per-sample table {path} is not local"
+    if not Path(path).exists():
+        return None, f"per-sample table {path} does not exist"
+    try:
+        import pyarrow.dataset as pads
+    except ImportError:
+        return None, "reading per-sample tables needs pyarrow: pip install 'auditkit-ray[ray]'"
+    try:
+        ds = pads.dataset(path, format="parquet")
+        cols = [c for c in SAMPLE_COLUMNS if c in ds.schema.names]
+        if "sample_id" not in cols:
+            return None, f"per-sample table {path} has no sample_id column"
+        table = ds.to_table(columns=cols)
+        order = [(c, "ascending") for c in ("shard", "index", "repeat") if c in cols]
+        if order:
+            table = table.sort_by(order)
+        records = table.to_pylist()
+    except Exception as exc:  # noqa: BLE001 - an unreadable table becomes a reason
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return None, f"cannot read per-sample table {path}: {first}"
+    rows = []
+    for r in records:
+        scores = _json(r.get("scores"), [])
+        ann = _json(r.get("annotations"), {})
+        rows.append(SampleRow(
+            sample_id=str(r.get("sample_id")), repeat=int(r.get("repeat") or 0), prompt=r.get("prompt"),
+            target=_json(r.get("target"), None), text=r.get("text"), raw_text=r.get("raw_text"),
+            annotations=ann if isinstance(ann, dict) else {"value": ann},
+            scores={s["name"]: s for s in scores if isinstance(s, dict) and "name" in s} if isinstance(scores, list) else {},
+            error=r.get("error"), latency_s=r.get("latency_s"),
+        ))
+    return rows, None
+
+
+def binary_metric(rows: list[SampleRow], metric: str) -> bool:
+    """Every scored value of ``metric`` is 0 or 1 (and at least one is scored)."""
+    vals = [v for r in rows if (v := r.value(metric)) is not None]
+    return bool(vals) and all(v in (0.0, 1.0) for v in vals)
+
+
+# ----------------------------------------------------------------------------- the report
+@dataclass
+class Report:
+    title: str
+    runs: list[LoadedRun]
+    metrics: list[str]
+    board: Any  # compare.Leaderboard
+    sweeps: list[SweepRef]
+    #: the run named by --baseline (None: no baseline given)
+    baseline: LoadedRun | None
+    notes: list[str]
+    generated_at: str
+    alpha: float
+    confidence: float
+    n_resamples: int
+    seed: int
+    _reference_cmp: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def reference(self) -> LoadedRun:
+        """The run retention and newly-wrong samples are read against: the
+        baseline, else the first run."""
+        return self.baseline or self.runs[0]
+
+    @property
+    def failures(self) -> list[str]:
+        return self.board.failures
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def run(self, label: str) -> LoadedRun:
+        for r in self.runs:
+            if r.label == label:
+                return r
+        raise KeyError(label)
+
+    def comparison(self, label: str) -> Any:
+        """``compare(reference, run)``: the leaderboard's own when a baseline
+        was given, else computed on first use against the first run."""
+        if self.baseline is not None:
+            return self.board.comparisons.get(label)
+        if label not in self._reference_cmp:
+            from ..compare import compare
+
+            ref = self.reference
+            run = self.run(label)
+            names = [m for m in self.metrics if m in run.result.metrics or m in ref.result.metrics]
+            self._reference_cmp[label] = compare(ref, run, metrics=names, alpha=self.alpha, n_resamples=self.n_resamples,
+                                                 seed=self.seed, confidence=self.confidence)
+        return self._reference_cmp[label]
+
+    def significance(self, metric: str) -> dict[str, str]:
+        """Per run label, significance marks on ``metric``: ``†`` significantly
+        worse than the best run (pairwise paired test, Holm-adjusted), ``▲``/``▼``
+        significantly better/worse than the baseline (paired test at alpha)."""
+        board = self.board.metrics[metric]
+        marks: dict[str, str] = {}
+        ranked = board.ranked
+        if ranked:
+            best = ranked[0].run
+            cells = {(c.a, c.b): c for c in board.pairwise} | {(c.b, c.a): c for c in board.pairwise}
+            for e in ranked[1:]:
+                c = cells.get((best, e.run))
+                if c is not None and c.significant and c.better == best:
+                    marks[e.run] = "†"
+        if self.baseline is not None:
+            for label, cmp in self.board.comparisons.items():
+                if label == self.baseline.label:
+                    continue
+                mc = cmp.metrics.get(metric)
+                if mc is not None and mc.significant:
+                    if mc.candidate_better:
+                        marks[label] = marks.get(label, "") + "▲"
+                    elif mc.candidate_worse:
+                        marks[label] = marks.get(label, "") + "▼"
+        return marks
+
+    def regressions(self) -> list[tuple[str, Any]]:
+        """(run label, MetricComparison) against the baseline, worst first:
+        failed grades, then warnings, then metrics that cannot be compared
+        although both runs have them, then regressions within the thresholds;
+        runs other than the baseline only."""
+        if self.baseline is None:
+            return []
+        order = {"fail": 0, "warn": 1, "not comparable": 2, "pass": 3}
+        out = []
+        for label, cmp in self.board.comparisons.items():
+            if label == self.baseline.label:
+                continue
+            for mc in cmp.metrics.values():
+                both = mc.baseline_mean is not None and mc.candidate_mean is not None
+                if mc.grade in ("fail", "warn") or mc.candidate_worse or (mc.grade == "not comparable" and both):
+                    out.append((label, mc))
+        out.sort(key=lambda t: (order.get(t[1].grade, 9), -(t[1].relative_regression or t[1].regression or 0.0), t[0], t[1].name))
+        return out
+
+
+def _match_run(spec: str, runs: list[LoadedRun]) -> LoadedRun | None:
+    for r in runs:
+        if spec in (r.label, r.result.name, r.result.run_id):
+            return r
+    hits = [r for r in runs if len(spec) >= 6 and r.result.fingerprint.startswith(spec)]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _same(a: LoadedRun, b: LoadedRun) -> bool:
+    return a.result.fingerprint == b.result.fingerprint and a.result.run_id == b.result.run_id
+
+
+def build_report(inputs: Inputs | Iterable[Any], *, metrics: Iterable[str] | None = None, baseline: Any = None,
+                 fail_under: Mapping[str, float] | None = None, fail_over: Mapping[str, float] | None = None,
+                 max_regression: Any = None, title: str | None = None, confidence: float = 0.95, alpha: float = 0.05,
+                 n_resamples: int = 10_000, seed: int = 0, cost_axis: str = "auto", binary_ci: str = "wilson") -> Report:
+    """Load the runs (paths, RunResults or an ``Inputs``), rank them and
+    check the gates. ``baseline`` is a path, or the label, name, run id or
+    fingerprint prefix of one of the runs; a baseline not among the runs is
+    added first."""
+    from ..compare import leaderboard
+
+    if not isinstance(inputs, Inputs):
+        items = list(inputs)
+        paths = [x for x in items if isinstance(x, (str, os.PathLike))]
+        inputs = expand_inputs(paths) if paths and len(paths) == len(items) else Inputs(runs=[load(x) for x in items])
+    runs = list(inputs.runs)
+    notes = list(inputs.notes)
+    base: LoadedRun | None = None
+    if baseline is not None:
+        if isinstance(baseline, LoadedRun):
+            base = baseline
+        elif isinstance(baseline, (str, os.PathLike)) and Path(baseline).exists():
+            base = load(baseline)
+        elif isinstance(baseline, str):
+            base = _match_run(baseline, runs)
+            if base is None:
+                names = ", ".join(r.label for r in runs)
+                raise ConfigError(f"--baseline {baseline!r}: not a path, nor a run among {names}")
+        else:
+            base = load(baseline)
+        same = next((r for r in runs if _same(r, base)), None)
+        if same is not None:
+            base = same
+        else:
+            runs.insert(0, base)
+            notes.append(f"baseline {base.label} added to the runs")
+    board = leaderboard(runs, metrics=list(metrics) if metrics else None, confidence=confidence, binary_ci=binary_ci, alpha=alpha,
+                        n_resamples=n_resamples, seed=seed, cost_axis=cost_axis, fail_under=fail_under, fail_over=fail_over,
+                        baseline=base, max_regression=max_regression)
+    if title is None:
+        title = inputs.sweeps[0].name if len(inputs.sweeps) == 1 else (runs[0].label if len(runs) == 1 else f"{len(runs)} runs")
+    return Report(title=title, runs=runs, metrics=list(board.metrics), board=board, sweeps=list(inputs.sweeps), baseline=base,
+                  notes=notes, generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"), alpha=alpha,
+                  confidence=confidence, n_resamples=n_resamples, seed=seed)

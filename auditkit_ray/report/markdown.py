@@ -1,0 +1,204 @@
+"""Markdown for pull requests: GitHub-flavoured tables.
+
+Order: regressions against the baseline (when one is given, worst first),
+gates (failed first), the leaderboard with intervals and significance marks,
+per-metric detail, quality vs cost, and the runs' fingerprints. Text from the
+data is backslash-escaped so a run or metric name cannot break a table or
+inject markup.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Sequence
+
+from ..compare import text as tx
+
+_SPECIAL = re.compile(r"([\\`*_\[\]<>|#!~&{}])")
+
+
+def esc(v: Any) -> str:
+    """One table cell: markup characters escaped, newlines flattened."""
+    s = "" if v is None else str(v)
+    s = " ".join(s.split())
+    return _SPECIAL.sub(r"\\\1", s)
+
+
+def table(head: Sequence[str], rows: Sequence[Sequence[str]], align: Sequence[str] | None = None) -> list[str]:
+    """A GitHub table; ``align`` per column: 'l', 'r' or 'c' (cells are
+    already escaped)."""
+    align = list(align or ["l"] * len(head))
+    sep = {"l": ":---", "r": "---:", "c": ":---:"}
+    out = ["| " + " | ".join(head) + " |", "| " + " | ".join(sep[a] for a in align) + " |"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out + [""]
+
+
+def _ci(lo: float | None, hi: float | None) -> str:
+    return tx.interval(lo, hi)
+
+
+def _mean_cell(report: Any, metric: str, label: str, marks: dict[str, str]) -> str:
+    board = report.board.metrics[metric]
+    e = next((e for e in board.entries if e.run == label), None)
+    if e is None or e.mean is None:
+        return "–"
+    if e.rank is None:
+        return f"{tx.num(e.mean)} (not ranked)"
+    mean = f"**{tx.num(e.mean)}**" if e.tied_with_best else tx.num(e.mean)
+    ci = f" {esc(_ci(e.ci_low, e.ci_high))}" if e.ci_low is not None else ""
+    mark = f" {marks[label]}" if label in marks else ""
+    return mean + ci + mark
+
+
+def format_markdown(report: Any, *, max_samples: int = 10) -> str:
+    lb = report.board
+    lines: list[str] = []
+    status = "✅" if report.ok else "❌"
+    lines.append(f"## {status} auditkit-ray report: {esc(report.title)}")
+    lines.append("")
+    bits = [f"{len(report.runs)} run(s)"]
+    for sw in report.sweeps:
+        bits.append(f"sweep {esc(sw.name)} (`{sw.fingerprint[:12]}`)")
+    if report.baseline is not None:
+        bits.append(f"baseline **{esc(report.baseline.label)}**")
+    bits.append(f"{lb.confidence:.0%} intervals (binary: {lb.binary_ci})")
+    bits.append(f"pairwise paired tests Holm-adjusted at α = {lb.alpha:g}")
+    lines.append("; ".join(bits) + ".")
+    lines.append("")
+    for n in report.notes:
+        lines.append(f"> {esc(n)}")
+    if report.notes:
+        lines.append("")
+
+    # -- regressions first
+    if report.baseline is not None:
+        regs = report.regressions()
+        lines.append(f"### Regressions vs {esc(report.baseline.label)}")
+        lines.append("")
+        if not regs:
+            lines.append(f"No regressions against {esc(report.baseline.label)}.")
+            lines.append("")
+        else:
+            rows = []
+            for label, mc in regs:
+                p = mc.paired
+                pv = tx.pval(p.p_value) if p is not None and p.p_value is not None else "–"
+                sig = " \\*" if mc.significant else ""
+                grade = {"fail": "❌ fail", "warn": "⚠️ warn", "pass": "pass", "not comparable": "not comparable"}.get(mc.grade, mc.grade)
+                rows.append([esc(label), esc(mc.name), mc.direction.arrow, tx.num(mc.baseline_mean), tx.num(mc.candidate_mean),
+                             esc(tx.signed(mc.delta)), esc(tx.pct(mc.retention)), pv + sig, grade,
+                             esc("; ".join(mc.reasons))])
+            lines += table(["run", "metric", "dir", "baseline", "candidate", "Δ", "retention", "p", "grade", "why"], rows,
+                           ["l", "l", "c", "r", "r", "r", "r", "r", "l", "l"])
+            lines.append(f"\\* paired test significant at α = {lb.alpha:g}.")
+            lines.append("")
+            wrong = [(label, mc) for label, mc in regs if mc.paired is not None and mc.paired.diff is not None and mc.paired.diff.newly_wrong]
+            if wrong:
+                lines.append("<details><summary>Newly wrong samples</summary>")
+                lines.append("")
+                for label, mc in wrong:
+                    keys = mc.paired.diff.newly_wrong
+                    shown = ", ".join(esc(k[0] if k[1] == 0 else f"{k[0]}#{k[1]}") for k in keys[:max_samples])
+                    more = f" and {len(keys) - max_samples} more" if len(keys) > max_samples else ""
+                    lines.append(f"- {esc(label)} · {esc(mc.name)}: {len(keys)} newly wrong ({len(mc.paired.diff.newly_right)} newly right): "
+                                 f"{shown}{more}")
+                lines.append("")
+                lines.append("</details>")
+                lines.append("")
+
+    # -- gates
+    if lb.gates:
+        lines.append("### Gates")
+        lines.append("")
+        rows = [[("❌ FAIL" if not g.passed else "✅ ok"), esc(g.run), esc(g.gate), esc(g.reason)]
+                for g in sorted(lb.gates, key=lambda g: g.passed)]
+        lines += table(["result", "run", "gate", "reason"], rows)
+
+    # -- leaderboard
+    lines.append("### Leaderboard")
+    lines.append("")
+    primary = report.metrics[0] if report.metrics else None
+    order = _run_order(report, primary)
+    marks = {m: report.significance(m) for m in report.metrics}
+    head = ["#", "run"] + [f"{esc(m)} {lb.metrics[m].direction.arrow}" for m in report.metrics] + ["n"]
+    rows = []
+    for i, label in enumerate(order):
+        e = next((e for e in lb.metrics[primary].entries if e.run == label), None) if primary else None
+        rank = str(e.rank) if e is not None and e.rank is not None else "–"
+        n = max((report.run(label).result.metrics[m].n for m in report.metrics if m in report.run(label).result.metrics), default=0)
+        name = esc(label) + (" (baseline)" if report.baseline is not None and label == report.baseline.label else "")
+        rows.append([rank, name] + [_mean_cell(report, m, label, marks[m]) for m in report.metrics] + [str(n)])
+    lines += table(head, rows, ["r", "l"] + ["r"] * len(report.metrics) + ["r"])
+    legend = [f"**bold**: best, or tied with the best ({lb.confidence:.0%} intervals overlap)",
+              "†: significantly worse than the best (paired test, Holm-adjusted)"]
+    if report.baseline is not None:
+        legend.append(f"▲/▼: significantly better/worse than the baseline (paired test, α = {lb.alpha:g})")
+    lines.append("; ".join(legend) + ". Ranked by " + (f"{esc(primary)}" if primary else "-") + ".")
+    lines.append("")
+
+    # -- per metric
+    lines.append("<details><summary>Per-metric detail</summary>")
+    lines.append("")
+    for m, board in lb.metrics.items():
+        better = "higher" if board.direction.value == "maximize" else "lower"
+        win = ("tie: " + ", ".join(esc(w) for w in board.winners)) if board.tie else (f"winner: {esc(board.winners[0])}" if board.winners else "no winner")
+        lines.append(f"#### {esc(m)} {board.direction.arrow} ({better} is better, {board.aggregation}); {win}")
+        lines.append("")
+        rows = []
+        for e in board.entries:
+            r = report.run(e.run).result.metrics.get(m)
+            c = r.counts if r else {}
+            uns = f"{r.unscored} ({c.get('unknown', 0)}/{c.get('not_tested', 0)}/{c.get('error', 0)})" if r else "–"
+            rows.append([str(e.rank) if e.rank is not None else "–", esc(e.run), tx.num(e.mean), esc(_ci(e.ci_low, e.ci_high)),
+                         esc(e.ci_method or "-"), str(e.n), uns, esc(e.excluded or e.ci_note or "")])
+        lines += table(["rank", "run", "mean", "interval", "method", "n", "unscored (unknown/not tested/error)", "note"], rows,
+                       ["r", "l", "r", "r", "l", "r", "r", "l"])
+    lines.append("</details>")
+    lines.append("")
+
+    # -- quality vs cost
+    if lb.cost:
+        lines.append("### Quality vs cost")
+        lines.append("")
+        front = lb.pareto.get(primary) if primary else None
+        head = ["run"] + [esc(m) for m in report.metrics] + ["p50 s", "samples/s", "tokens in+out", "size", "cost"]
+        if front is not None:
+            head.append(f"Pareto ({esc(primary)} vs {esc(front.axis)})")
+        rows = []
+        for c in lb.cost:
+            row = [esc(c.run)] + [tx.num(c.metrics.get(m)) for m in report.metrics] + [
+                tx.num(c.latency_p50_s, 3), tx.num(c.throughput_samples_per_s, 1), f"{c.prompt_tokens}+{c.completion_tokens}",
+                esc(tx.size(c.model_size_bytes)), tx.num(c.cost, 4)]
+            if front is not None:
+                row.append("✓ front" if c.run in front.front else (f"dominated by {esc(front.dominated[c.run])}" if c.run in front.dominated else "–"))
+            rows.append(row)
+        lines += table(head, rows, ["l"] + ["r"] * (len(head) - 1))
+        for n in lb.notes:
+            lines.append(f"> {esc(n)}")
+            lines.append("")
+
+    # -- runs
+    lines.append("<details><summary>Runs and fingerprints</summary>")
+    lines.append("")
+    rows = []
+    for r in report.runs:
+        res = r.result
+        model = (res.config or {}).get("model") or res.backend or {}
+        what = ", ".join(f"{k}={v}" for k, v in model.items() if k in ("type", "path", "name", "quantization", "dtype") and v is not None)
+        rows.append([esc(r.label), f"`{res.fingerprint[:16]}`", f"`{(res.dataset_fingerprint or '-')[:12]}`", esc(what or "-"),
+                     str(res.perf.samples), str(res.error_count), esc(res.package_version)])
+    lines += table(["run", "fingerprint", "dataset", "model", "samples", "errors", "version"], rows)
+    lines.append("</details>")
+    lines.append("")
+    fails = report.failures
+    lines.append(f"**Result: {'ok' if not fails else f'{len(fails)} gate(s) failed'}** · generated {esc(report.generated_at)} by auditkit-ray")
+    return "\n".join(lines) + "\n"
+
+
+def _run_order(report: Any, primary: str | None) -> list[str]:
+    if primary is None:
+        return [r.label for r in report.runs]
+    board = report.board.metrics[primary]
+    ranked = [e.run for e in board.entries if e.rank is not None]
+    return ranked + [r.label for r in report.runs if r.label not in ranked]
