@@ -190,10 +190,10 @@ def build_parser() -> argparse.ArgumentParser:
     lb.add_argument("--baseline", default=None, metavar="FILE", help="baseline run for --max-regression")
     _add_stats_args(lb)
     _add_gate_args(lb)
-    from .cli_runs import add_parsers
+    from . import cli_report, cli_runs
 
-    COMMANDS.update(add_parsers(sub))
-    COMMANDS.update(__import__("auditkit_ray.cli_report", fromlist=["add_parsers"]).add_parsers(sub))
+    COMMANDS.update(cli_runs.add_parsers(sub))
+    COMMANDS.update(cli_report.add_parsers(sub))
     return p
 
 

@@ -55,6 +55,9 @@ _BACKENDS: dict[str, str] = {
     "hf": "auditkit_ray.backends.hf:HFBackend",
     "precomputed": "auditkit_ray.backends.precomputed:PrecomputedBackend",
     "agent": "auditkit_ray.backends.agent:AgentBackend",
+    "vllm": "auditkit_ray.backends.vllm:VLLMBackend",
+    "api": "auditkit_ray.backends.api:APIBackend",
+    "command": "auditkit_ray.backends.command:CommandBackend",
 }
 
 
