@@ -24,6 +24,10 @@ class Request:
     repeat: int = 0
     target: str | None = None  # only the echo/simulated backends read it
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: "generate", or "loglikelihood": score ``continuation`` given ``prompt``
+    kind: str = "generate"
+    continuation: str | None = None
+    choice: int | None = None  # which of the sample's choices the continuation is
 
 
 class Backend(ABC):
@@ -41,6 +45,34 @@ class Backend(ABC):
     @abstractmethod
     def generate(self, requests: list[Request]) -> list[Generation]:
         """Generate for a batch; one Generation per request, same order."""
+
+    def loglikelihood(self, pairs: list[tuple[str, str]]) -> list[tuple[float, bool]]:
+        """Sum of log-probabilities of each continuation given its context, and
+        whether it is the greedy continuation. Backends that can, override."""
+        from ..errors import RunError
+
+        raise RunError(f"backend {type(self).__name__} cannot score log-likelihoods; use hf or vllm")
+
+    def run(self, requests: list[Request]) -> list[Generation]:
+        """Generation and log-likelihood requests of one batch, results in order."""
+        out: list[Generation | None] = [None] * len(requests)
+        gen = [i for i, r in enumerate(requests) if r.kind == "generate"]
+        ll = [i for i, r in enumerate(requests) if r.kind == "loglikelihood"]
+        if gen:
+            for i, g in zip(gen, self.generate([requests[i] for i in gen])):
+                out[i] = g
+        if ll:
+            pairs = []
+            for i in ll:
+                prompt = requests[i].prompt
+                if not isinstance(prompt, str):
+                    raise ValueError("log-likelihood requests take a text prompt, not chat messages")
+                pairs.append((prompt, requests[i].continuation or ""))
+            for i, (lp, greedy) in zip(ll, self.loglikelihood(pairs)):
+                r = requests[i]
+                out[i] = Generation(text=r.continuation or "", finish_reason="loglikelihood",
+                                    metadata={"loglikelihood": lp, "is_greedy": greedy, "choice": r.choice})
+        return [g if g is not None else Generation(error="no result") for g in out]
 
     def model_size_bytes(self) -> int | None:
         return None

@@ -329,6 +329,10 @@ class PromptSpec(Strict):
     system: str | None = None
     chat: bool = Field(False, description="send chat messages (the backend applies its chat template)")
     few_shot: FewShotSpec | None = None
+    request: Literal["generate", "loglikelihood", "choices"] = Field(
+        "generate", description="generate text; score the log-likelihood of 'continuation'; or score each of the sample's choices")
+    continuation: str = Field(" {{ target }}", description="loglikelihood: the continuation scored after the prompt")
+    choice_prefix: str = Field(" ", description="choices: put before each choice")
 
 
 class RetrievalSpec(Strict):

@@ -11,6 +11,10 @@ from .metric import Metric
 
 #: built-in metric name -> "module:Class"
 _BUILTIN: dict[str, str] = {
+    "mc_accuracy": "auditkit_ray.metrics.likelihood:MCAccuracy",
+    "mc_accuracy_norm": "auditkit_ray.metrics.likelihood:MCAccuracyNorm",
+    "loglikelihood": "auditkit_ray.metrics.likelihood:LogLikelihood",
+    "word_perplexity": "auditkit_ray.metrics.likelihood:WordPerplexity",
     "exact_match": "auditkit_ray.metrics.text:ExactMatch",
     "contains": "auditkit_ray.metrics.text:Contains",
     "token_f1": "auditkit_ray.metrics.text:TokenF1",

@@ -115,6 +115,23 @@ def check_rag_template(spec: RunSpec, sample: Sample, raw: dict) -> None:
     return None
 
 
+def _request_variants(spec: RunSpec, sample: Sample, raw: dict) -> list[dict[str, Any]]:
+    """One request per sample for generation and log-likelihood; one per
+    choice for multiple choice (scored together by group metrics)."""
+    from ..adapters.prompt import render
+    from ..errors import DataError
+
+    kind = spec.prompt.request
+    if kind == "generate":
+        return [{}]
+    if kind == "loglikelihood":
+        rec = {**raw, "target": sample.targets[0] if sample.targets else "", "input": sample.input if isinstance(sample.input, str) else ""}
+        return [{"kind": "loglikelihood", "continuation": render(spec.prompt.continuation, rec, sample.id)}]
+    if not sample.choices:
+        raise DataError(f"sample {sample.id!r}: prompt.request 'choices' needs choices (dataset.choices_field)")
+    return [{"kind": "loglikelihood", "continuation": spec.prompt.choice_prefix + c, "choice": k} for k, c in enumerate(sample.choices)]
+
+
 def build_plan(spec: RunSpec, store: ResultStore) -> Plan:
     preflight(spec)
     samples, raws = load_samples(spec.dataset)
@@ -138,20 +155,16 @@ def build_plan(spec: RunSpec, store: ResultStore) -> Plan:
         items: list[dict[str, Any]] = []
         for sample, raw in chunk:
             prompt = check_rag_template(spec, sample, raw) if spec.retrieval else adapter.build(sample, raw)
-            for r in range(spec.repeats):
-                items.append(
-                    {
-                        "sample": sample.model_dump(mode="json"),
-                        "request": {
-                            "sample_id": sample.id,
-                            "prompt": prompt,
-                            "repeat": r,
-                            "target": sample.targets[0] if sample.targets else None,
-                            "metadata": agent_meta(sample) if agent_meta else {},
-                        },
-                        **({"record": raw} if spec.retrieval else {}),
-                    }
-                )
+            base = {
+                "sample_id": sample.id,
+                "prompt": prompt,
+                "target": sample.targets[0] if sample.targets else None,
+                "metadata": agent_meta(sample) if agent_meta else {},
+            }
+            extra = {"record": raw} if spec.retrieval else {}
+            for variant in _request_variants(spec, sample, raw):
+                for r in range(spec.repeats):
+                    items.append({"sample": sample.model_dump(mode="json"), "request": {**base, **variant, "repeat": r}, **extra})
         if i not in plan.done:
             plan.shard_payloads[i] = json.dumps({"run": layout.run_fp, "shard": i, "items": items}, ensure_ascii=False)
     return plan

@@ -152,7 +152,7 @@ class GenerateStage:
         return self.backend
 
     def _call_backend(self, spec: RunSpec, requests: list[Request]) -> list[Generation]:
-        gens = self._get_backend(spec).generate(requests)
+        gens = self._get_backend(spec).run(requests)
         if len(gens) != len(requests):
             raise RuntimeError(f"backend returned {len(gens)} generations for {len(requests)} requests")
         return gens

@@ -42,6 +42,7 @@ def run_table(shard: int, items: list[dict], generations: list[dict], annotation
             "index": pa.array(range(n), pa.int32()),
             "sample_id": pa.array([it["request"]["sample_id"] for it in items], pa.string()),
             "repeat": pa.array([it["request"]["repeat"] for it in items], pa.int32()),
+            "choice": pa.array([it["request"].get("choice") for it in items], pa.int32()),
             "prompt": pa.array([p if isinstance(p := it["request"]["prompt"], str) else js(p) for it in items], pa.string()),
             "target": pa.array([js(it["sample"].get("target")) for it in items], pa.string()),
             "text": pa.array(col("text"), pa.string()),
