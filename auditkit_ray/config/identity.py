@@ -55,7 +55,7 @@ def model_identity(spec: RunSpec) -> dict[str, Any]:
     m = spec.model
     ident: dict[str, Any] = {"backend": m.type, "settings": m.settings_identity()}
     path = getattr(m, "path", None)
-    if path and m.type == "hf":
+    if path and m.type in ("hf", "vllm"):
         ident["checkpoint_hash"] = hash_path(path, ("*.json", "*.safetensors", "*.bin", "*.model", "*.txt"))
         prov = Path(path) / "provenance.json"
         if prov.is_file():

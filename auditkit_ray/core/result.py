@@ -62,7 +62,11 @@ class Perf(_Model):
     latency_p99_s: float | None = None
     latency_scope: str | None = None
     model_size_bytes: int | None = None
+    #: from the price table of an API backend, summed over samples
     cost: float | None = None
+    #: requests retried by the backend (API), and outputs served from its cache
+    retries: int = 0
+    cached: int = 0
 
 
 class TokenUsage(_Model):

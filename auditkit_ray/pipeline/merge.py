@@ -24,7 +24,8 @@ from .plan import Plan
 MAX_LISTED_ERRORS = 100
 
 
-COLUMNS = ["sample_id", "error", "scores", "latency_s", "latency_scope", "prompt_tokens", "completion_tokens", "token_source"]
+COLUMNS = ["sample_id", "error", "scores", "latency_s", "latency_scope", "prompt_tokens", "completion_tokens", "token_source",
+           "gen_metadata"]
 
 
 def iter_rows(store: ResultStore, plan: Plan):
@@ -34,8 +35,9 @@ def iter_rows(store: ResultStore, plan: Plan):
     import io
 
     for i in range(plan.n_shards):
-        table = pq.read_table(io.BytesIO(store.read_bytes(plan.layout.shard(i))), columns=COLUMNS + ["index"])
-        yield from table.sort_by("index").select(COLUMNS).to_pylist()
+        table = pq.read_table(io.BytesIO(store.read_bytes(plan.layout.shard(i))))
+        cols = [c for c in COLUMNS if c in table.column_names]
+        yield from table.sort_by("index").select(cols).to_pylist()
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -50,6 +52,8 @@ def _percentile(values: list[float], q: float) -> float | None:
 def merge(plan: Plan, store: ResultStore, *, wall_s: float, generated: int, generation_s: float, new_tokens: int, model_size: int | None = None) -> RunResult:
     spec = plan.spec
     n_rows = 0
+    cost: float | None = None
+    retries = cached = 0
 
     metric_objs = []
     for m in spec.metrics:
@@ -81,6 +85,11 @@ def merge(plan: Plan, store: ResultStore, *, wall_s: float, generated: int, gene
         tokens.prompt += row["prompt_tokens"] or 0
         tokens.completion += row["completion_tokens"] or 0
         tokens.source = tokens.source or row["token_source"]
+        meta = json.loads(row.get("gen_metadata") or "{}")
+        if meta.get("cost") is not None:
+            cost = (cost or 0.0) + float(meta["cost"])
+        retries += int(meta.get("retries") or 0)
+        cached += bool(meta.get("cached"))
     summaries = acc.summaries()
 
     perf = Perf(
@@ -95,6 +104,9 @@ def merge(plan: Plan, store: ResultStore, *, wall_s: float, generated: int, gene
         latency_p99_s=_percentile(latencies, 0.99),
         latency_scope="request" if scopes == {"request"} else ("batch" if scopes else None),
         model_size_bytes=model_size,
+        cost=cost,
+        retries=retries,
+        cached=cached,
     )
     return RunResult(
         run_id=plan.layout.run_fp[:16],

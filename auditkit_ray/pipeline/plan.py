@@ -148,7 +148,7 @@ def build_plan(spec: RunSpec, store: ResultStore) -> Plan:
 
     # Build every prompt now (fails fast on a bad sample), keep payloads of pending shards.
     agent_meta = None
-    if spec.model.type == "agent":
+    if spec.model.type in ("agent", "api"):  # backends with native tool calling read the sample's tools
         from ..agents.dataset import agent_request_metadata as agent_meta
     for i in range(n_shards):
         chunk = list(zip(samples[i * size : (i + 1) * size], raws[i * size : (i + 1) * size]))

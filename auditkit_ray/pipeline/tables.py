@@ -55,6 +55,7 @@ def run_table(shard: int, items: list[dict], generations: list[dict], annotation
             "latency_s": pa.array(col("latency_s"), pa.float64()),
             "latency_scope": pa.array(col("latency_scope"), pa.string()),
             "tool_calls": pa.array([js(g.get("tool_calls")) for g in generations], pa.string()),
+            "gen_metadata": pa.array([js(g.get("metadata") or {}) for g in generations], pa.string()),
             "annotations": pa.array([js(a) for a in annotations], pa.string()),
             "scores": pa.array([js(s) for s in scores], pa.string()),
             "worker": pa.array([js(worker)] * n, pa.string()),

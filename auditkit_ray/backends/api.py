@@ -1,0 +1,498 @@
+"""``api``: any OpenAI-compatible ``/chat/completions`` or ``/completions``
+endpoint (OpenAI, vLLM's server, llama.cpp, TGI, a gateway, the test server in
+``auditkit_ray.testing``).
+
+Requests of a batch go out concurrently (asyncio + httpx, at most
+``max_concurrency`` in flight, at most ``requests_per_second`` started per
+second). Timeouts, connection errors, 408, 429 and 5xx are retried with
+exponential backoff and full jitter (a ``Retry-After`` header is honoured
+instead of the backoff); any other 4xx fails its request at once. A request
+that still fails becomes ``Generation.error`` (with ``metadata["retries"]``);
+it never stops the run.
+
+Each generation records the provider's token usage (``token_source
+"provider"``), the latency of the successful attempt (``latency_scope
+"request"``), ``metadata["retries"]``, ``metadata["cached"]`` and, with a
+price table, ``metadata["cost"]``.
+
+Successful responses are cached in SQLite (``cache_path``, default
+``~/.cache/auditkit-ray/api-cache.sqlite``) under a key of the backend's
+identity (no secret), the request body, the generation settings, the seed and
+the repeat index: the same evaluation again makes no request, a changed
+setting makes all of them again. A cached response keeps the latency and cost
+it had when it was made (``metadata["cached"]`` says it came from the cache).
+
+Tools: ``Request.metadata["tools"]`` (else the spec's ``tools``) is sent as
+OpenAI ``tools``; returned ``tool_calls`` become one turn of
+``Generation.tool_calls``. A schema the OpenAI tools API cannot express
+raises ``ToolSchemaError`` (the request fails with that message; a bad schema
+in the spec fails validation) - nothing is silently dropped.
+
+The API key (``api_key: ${OPENAI_API_KEY}``) never enters the fingerprint,
+the cache key, results or messages. httpx is imported on first use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import random
+import re
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ..core.secrets import is_secret_key, remember_secret, scrub_text
+from ..core.types import Generation
+from ..errors import MissingExtraError
+from .base import Backend, Request
+
+_RETRY_STATUS = {408, 429}
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_FUNCTION_KEYS = {"name", "description", "parameters", "strict"}
+
+
+class ToolSchemaError(ValueError):
+    """A tool schema that the OpenAI tools API cannot express."""
+
+
+def openai_tools(tools: list[Any]) -> list[dict[str, Any]]:
+    """Tool schemas (OpenAI form, or bare/BFCL function descriptions) in the
+    OpenAI ``tools`` form. Raises ``ToolSchemaError`` for what cannot be sent
+    as is (a non-function tool, a name the API refuses, parameters that are
+    not an object schema, unknown keys) instead of dropping it."""
+    from ..agents.schemas import to_json_schema
+
+    if not isinstance(tools, list):
+        raise ToolSchemaError(f"tools must be a list of tool schemas, got {type(tools).__name__}")
+    out = []
+    for i, t in enumerate(tools):
+        if not isinstance(t, dict):
+            raise ToolSchemaError(f"tools[{i}]: a tool schema must be an object, got {type(t).__name__}")
+        kind = t.get("type", "function")
+        if kind != "function":
+            raise ToolSchemaError(f"tools[{i}]: tool type {kind!r} cannot be expressed through the OpenAI tools API "
+                                  "(only 'function' tools)")
+        if isinstance(t.get("function"), dict):
+            extra = set(t) - {"type", "function"}
+            fn = t["function"]
+        else:
+            extra = set()
+            fn = {k: v for k, v in t.items() if k != "type"}
+        extra |= set(fn) - _FUNCTION_KEYS
+        name = fn.get("name")
+        if extra:
+            raise ToolSchemaError(f"tools[{i}] ({name!r}): keys {sorted(extra)} cannot be expressed through the OpenAI "
+                                  f"tools API (a function has {sorted(_FUNCTION_KEYS)})")
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ToolSchemaError(f"tools[{i}]: function name {name!r} cannot be sent: the OpenAI tools API takes "
+                                  "1-64 characters of letters, digits, '_' and '-'")
+        params = fn.get("parameters", {"type": "object", "properties": {}})
+        if not isinstance(params, dict):
+            raise ToolSchemaError(f"tools[{i}] ({name!r}): parameters must be a JSON Schema object, got {type(params).__name__}")
+        params = to_json_schema(params)
+        if params.get("type", "object") != "object":
+            raise ToolSchemaError(f"tools[{i}] ({name!r}): parameters must be a schema of type 'object', "
+                                  f"got type {params.get('type')!r}")
+        desc = fn.get("description")
+        if desc is not None and not isinstance(desc, str):
+            raise ToolSchemaError(f"tools[{i}] ({name!r}): description must be a string")
+        entry: dict[str, Any] = {"name": name, "parameters": params}
+        if desc is not None:
+            entry["description"] = desc
+        if "strict" in fn:
+            entry["strict"] = bool(fn["strict"])
+        out.append({"type": "function", "function": entry})
+    return out
+
+
+def _derived_seed(*parts: Any) -> int:
+    data = "\x1f".join(str(p) for p in parts).encode("utf-8")
+    return int.from_bytes(hashlib.sha256(data).digest()[:4], "big") & 0x7FFFFFFF
+
+
+def default_cache_path() -> Path:
+    env = os.environ.get("AUDITKIT_RAY_API_CACHE")
+    if env:
+        return Path(env).expanduser()
+    return Path("~/.cache/auditkit-ray/api-cache.sqlite").expanduser()
+
+
+class ResponseCache:
+    """SQLite ``key -> JSON``; safe for several actors on one machine (WAL)."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path).expanduser()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False, isolation_level=None)
+        try:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.OperationalError:  # pragma: no cover - e.g. a network filesystem
+            pass
+        self._conn.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)")
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._conn.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def put(self, key: str, value: dict[str, Any]) -> None:
+        data = json.dumps(value, ensure_ascii=False, sort_keys=True)
+        with self._lock:
+            self._conn.execute("INSERT OR REPLACE INTO responses (key, value, created) VALUES (?, ?, ?)", (key, data, time.time()))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+class _RateLimiter:
+    """Starts at most ``rps`` requests per second (retries included)."""
+
+    def __init__(self, rps: float | None) -> None:
+        self.interval = 1.0 / rps if rps else 0.0
+        self.next = 0.0
+        self.lock = asyncio.Lock()
+
+    async def wait(self) -> None:
+        if not self.interval:
+            return
+        async with self.lock:
+            now = time.monotonic()
+            start = max(now, self.next)
+            self.next = start + self.interval
+        if start > now:
+            await asyncio.sleep(start - now)
+
+
+class _Failed(Exception):
+    def __init__(self, message: str, retries: int) -> None:
+        super().__init__(message)
+        self.retries = retries
+
+
+class MalformedResponse(Exception):
+    """A 2xx response whose body is not the OpenAI shape."""
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        from email.utils import parsedate_to_datetime
+
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def _run_sync(coro: Any) -> Any:
+    """``asyncio.run``, or in a helper thread when this thread already runs a loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["out"] = asyncio.run(coro)
+        except BaseException as exc:  # noqa: BLE001 - handed back
+            box["exc"] = exc
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join()
+    if "exc" in box:
+        raise box["exc"]
+    return box["out"]
+
+
+def _normalise_logprobs(choice: dict[str, Any], chat: bool) -> list[dict[str, Any]] | None:
+    """Per output token: {"token", "logprob", "top": {token: logprob}}."""
+    lp = choice.get("logprobs")
+    if not isinstance(lp, dict):
+        return None
+    out = []
+    if chat:
+        for entry in lp.get("content") or []:
+            if not isinstance(entry, dict):
+                continue
+            top = {str(t.get("token")): float(t.get("logprob")) for t in entry.get("top_logprobs") or []
+                   if isinstance(t, dict) and isinstance(t.get("logprob"), (int, float))}
+            out.append({"token": entry.get("token"), "logprob": entry.get("logprob"), "top": top})
+    else:
+        tokens = lp.get("tokens") or []
+        lps = lp.get("token_logprobs") or []
+        tops = lp.get("top_logprobs") or []
+        for k, tok in enumerate(tokens):
+            top = tops[k] if k < len(tops) and isinstance(tops[k], dict) else {}
+            out.append({"token": tok, "logprob": lps[k] if k < len(lps) else None,
+                        "top": {str(t): float(v) for t, v in top.items()}})
+    return out or None
+
+
+class APIBackend(Backend):
+    #: the backend can report top log-probabilities (judges ask for them)
+    supports_logprobs = True
+
+    def __init__(self, spec: Any, generation: Any, seed: int = 0) -> None:
+        super().__init__(spec, generation, seed)
+        self._key: str | None = None
+        self._cache: ResponseCache | None = None
+        self._loaded = False
+        self._identity: dict[str, Any] | None = None
+        self._default_tools: list[dict[str, Any]] | None = None
+        #: requests sent over the network by this backend instance (retries included)
+        self.requests_sent = 0
+
+    # ------------------------------------------------------------------ setup
+    def load(self) -> None:
+        if self._loaded:
+            return
+        try:
+            import httpx  # noqa: F401
+        except ImportError as exc:
+            raise MissingExtraError("httpx", "api") from exc
+        key = self.spec.api_key
+        if key and "${" in key:
+            from ..config.loader import expand_env
+
+            key = expand_env(key, ("model", "api_key"))
+        if key:
+            remember_secret(key)
+        self._key = key or None
+        for k, v in self.spec.headers.items():
+            if is_secret_key(k):
+                remember_secret(v)
+        if self.spec.cache:
+            self._cache = ResponseCache(self.spec.cache_path or default_cache_path())
+        self._identity = {"type": "api", **self.spec.settings_identity()}
+        if self.spec.tools:
+            self._default_tools = openai_tools(self.spec.tools)
+        self._loaded = True
+
+    def close(self) -> None:
+        if self._cache is not None:
+            self._cache.close()
+            self._cache = None
+        self._loaded = False
+
+    @property
+    def url(self) -> str:
+        path = "chat/completions" if self.spec.endpoint == "chat" else "completions"
+        return f"{self.spec.base_url.rstrip('/')}/{path}"
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self._key:
+            headers["Authorization"] = f"Bearer {self._key}"
+        headers.update(self.spec.headers)
+        return headers
+
+    # ------------------------------------------------------------------ request body
+    def body(self, r: Request) -> dict[str, Any]:
+        g, spec = self.generation, self.spec
+        body: dict[str, Any] = {"model": spec.model}
+        if spec.endpoint == "chat":
+            if isinstance(r.prompt, str):
+                body["messages"] = [{"role": "user", "content": r.prompt}]
+            else:
+                body["messages"] = [{k: v for k, v in dict(m).items() if v is not None} for m in r.prompt]
+        else:
+            if not isinstance(r.prompt, str):
+                raise ValueError("the 'completions' endpoint takes a text prompt; this request holds chat messages "
+                                 "(use endpoint: chat)")
+            body["prompt"] = r.prompt
+        body["max_tokens"] = g.max_new_tokens
+        body["temperature"] = g.temperature
+        if g.top_p != 1.0:
+            body["top_p"] = g.top_p
+        if g.top_k is not None:
+            body["top_k"] = g.top_k
+        if g.stop:
+            body["stop"] = list(g.stop)
+        if spec.send_seed:
+            body["seed"] = _derived_seed(self.seed, r.sample_id, r.repeat)
+        meta = r.metadata or {}
+        tools = meta.get("tools")
+        tools = openai_tools(tools) if tools else self._default_tools
+        if tools:
+            if spec.endpoint != "chat":
+                raise ToolSchemaError("tool schemas cannot be expressed through the 'completions' endpoint (use endpoint: chat)")
+            body["tools"] = tools
+            if spec.tool_choice is not None:
+                body["tool_choice"] = spec.tool_choice
+        k = meta.get("top_logprobs")
+        if k is not None:
+            if spec.endpoint == "chat":
+                body["logprobs"] = True
+                body["top_logprobs"] = int(k)
+            else:
+                body["logprobs"] = int(k)
+        body.update(spec.extra_body)
+        return body
+
+    def cache_key(self, r: Request, body: dict[str, Any]) -> str:
+        from ..core.fingerprint import fingerprint
+
+        return fingerprint({"backend": self._identity, "body": body,
+                            "generation": self.generation.model_dump(mode="json") if hasattr(self.generation, "model_dump") else self.generation,
+                            "seed": self.seed, "repeat": r.repeat})
+
+    # ------------------------------------------------------------------ parse
+    def parse(self, data: Any, latency: float | None) -> Generation:
+        from ..agents.trace import META_MALFORMED, parse_call
+
+        if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
+            raise MalformedResponse(f"no 'choices' in the response: {json.dumps(data)[:200] if not isinstance(data, str) else data[:200]!r}")
+        choice = data["choices"][0]
+        if not isinstance(choice, dict):
+            raise MalformedResponse(f"choices[0] is not an object: {choice!r}"[:200])
+        chat = self.spec.endpoint == "chat"
+        meta: dict[str, Any] = {}
+        calls = None
+        if chat:
+            msg = choice.get("message")
+            if not isinstance(msg, dict):
+                raise MalformedResponse(f"choices[0] has no 'message' object: {json.dumps(choice)[:200]}")
+            text = msg.get("content")
+            raw_calls = msg.get("tool_calls")
+            if raw_calls:
+                if not isinstance(raw_calls, list):
+                    raise MalformedResponse("message.tool_calls is not a list")
+                turn, malformed = [], []
+                for i, c in enumerate(raw_calls):
+                    try:
+                        call, status = parse_call(c, strict=False)
+                    except Exception as exc:  # noqa: BLE001 - DataError: unreadable call
+                        raise MalformedResponse(f"tool_calls[{i}]: {exc}") from None
+                    if status.startswith("malformed:"):
+                        malformed.append([0, i, status[len("malformed:"):]])
+                    turn.append(call)
+                calls = [turn]
+                if malformed:
+                    meta[META_MALFORMED] = malformed
+        else:
+            text = choice.get("text")
+        if text is not None and not isinstance(text, str):
+            raise MalformedResponse(f"the output text is a {type(text).__name__}, not a string")
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        pt, ct = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        pt = int(pt) if isinstance(pt, (int, float)) else None
+        ct = int(ct) if isinstance(ct, (int, float)) else None
+        lps = _normalise_logprobs(choice, chat)
+        if lps is not None:
+            meta["logprobs"] = lps
+        prices = self.spec.prices
+        if prices is not None and pt is not None and ct is not None:
+            meta["cost"] = pt * prices.prompt_per_1m / 1e6 + ct * prices.completion_per_1m / 1e6
+        if data.get("model"):
+            meta["provider_model"] = data["model"]
+        return Generation(
+            text=text or "",
+            tool_calls=calls,
+            prompt_tokens=pt,
+            completion_tokens=ct,
+            token_source="provider" if (pt is not None or ct is not None) else None,
+            latency_s=latency,
+            latency_scope="request" if latency is not None else None,
+            finish_reason=choice.get("finish_reason"),
+            metadata=meta,
+        )
+
+    # ------------------------------------------------------------------ transport
+    async def _send(self, client: Any, limiter: _RateLimiter, body: dict[str, Any]) -> tuple[Any, float, int]:
+        import httpx
+
+        spec = self.spec
+        retries = 0
+        while True:
+            await limiter.wait()
+            wait: float | None = None
+            t0 = time.perf_counter()
+            self.requests_sent += 1
+            try:
+                resp = await client.post(self.url, json=body, headers=self._headers())
+            except httpx.TimeoutException:
+                err = f"timed out after {spec.timeout_s:g}s"
+            except httpx.TransportError as exc:
+                err = f"cannot reach {spec.base_url}: {type(exc).__name__}: {exc}"
+            else:
+                latency = time.perf_counter() - t0
+                if 200 <= resp.status_code < 300:
+                    try:
+                        return resp.json(), latency, retries
+                    except ValueError:
+                        raise _Failed(f"malformed response body (not JSON): {resp.text[:200]!r}", retries) from None
+                detail = resp.text[:300].strip()
+                err = f"HTTP {resp.status_code} from {spec.base_url}" + (f": {detail}" if detail else "")
+                if resp.status_code == 401:
+                    err += " (check api_key)"
+                if not (resp.status_code in _RETRY_STATUS or resp.status_code >= 500):
+                    raise _Failed(err, retries)
+                wait = _retry_after(resp.headers.get("retry-after"))
+            if retries >= spec.max_retries:
+                raise _Failed(f"{err} (gave up after {retries} retries)", retries)
+            if wait is None:
+                wait = random.uniform(0, min(spec.max_backoff_s, spec.backoff_s * 2**retries))
+            retries += 1
+            await asyncio.sleep(wait)
+
+    async def _one(self, client: Any, limiter: _RateLimiter, sem: asyncio.Semaphore, r: Request) -> Generation:
+        try:
+            body = self.body(r)
+        except (ToolSchemaError, ValueError) as exc:
+            return Generation(error=f"request not sent: {exc}", metadata={"retries": 0})
+        key = self.cache_key(r, body) if self._cache is not None else None
+        if key is not None:
+            hit = self._cache.get(key)
+            if hit is not None:
+                try:
+                    gen = self.parse(hit["response"], hit.get("latency_s"))
+                    gen.metadata.update(retries=0, cached=True)
+                    return gen
+                except MalformedResponse:
+                    pass  # never cached in the first place; re-ask
+        t0 = time.perf_counter()
+        async with sem:
+            try:
+                data, latency, retries = await self._send(client, limiter, body)
+            except _Failed as exc:
+                return Generation(error=scrub_text(str(exc)), metadata={"retries": exc.retries, "cached": False})
+        try:
+            gen = self.parse(data, latency)
+        except MalformedResponse as exc:
+            return Generation(error=scrub_text(f"malformed response body: {exc}"), metadata={"retries": retries, "cached": False})
+        gen.metadata.update(retries=retries, cached=False, total_s=time.perf_counter() - t0)
+        if key is not None:
+            self._cache.put(key, {"response": data, "latency_s": latency})
+        return gen
+
+    async def _all(self, requests: list[Request]) -> list[Generation]:
+        import httpx
+
+        limiter = _RateLimiter(self.spec.requests_per_second)
+        sem = asyncio.Semaphore(self.spec.max_concurrency)
+        limits = httpx.Limits(max_connections=self.spec.max_concurrency, max_keepalive_connections=self.spec.max_concurrency)
+        async with httpx.AsyncClient(timeout=httpx.Timeout(self.spec.timeout_s), limits=limits) as client:
+            return list(await asyncio.gather(*(self._one(client, limiter, sem, r) for r in requests)))
+
+    def generate(self, requests: list[Request]) -> list[Generation]:
+        self.load()
+        if not requests:
+            return []
+        return _run_sync(self._all(requests))

@@ -1,0 +1,5 @@
+"""Helpers for testing evaluations: an OpenAI-compatible server on 127.0.0.1."""
+
+from .openai_server import ModelPolicy, OpenAIServer, ScriptedPolicy
+
+__all__ = ["ModelPolicy", "OpenAIServer", "ScriptedPolicy"]
