@@ -128,17 +128,24 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                           "cells": result.cells, "runs": [json.loads(r.to_json()) for r in result.runs]}, indent=2))
         return EXIT_OK
     print(f"sweep {result.name}: {len(result.runs)} runs, manifest {result.manifest_uri}")
-    try:
-        from .compare import leaderboard
-    except ImportError:  # pragma: no cover - compare ships with the package
-        leaderboard = None
-    if leaderboard is not None and len(result.runs) > 1:
+    from .compare import leaderboard
+
+    if len(result.runs) > 1:
         print(leaderboard(result.runs).format())
     else:
         from .report.terminal import print_run
 
         for r in result.runs:
             print_run(r)
+    if args.report:
+        from .report.loader import build_report, expand_inputs
+        from .report.render import render
+
+        run_dirs = [str(Path(r.samples_path).parent) for r in result.runs if not r.samples_path.startswith("s3://")]
+        report = build_report(expand_inputs(run_dirs), baseline=args.baseline, title=f"sweep {result.name}")
+        Path(args.report).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.report).write_text(render(report, "html"), encoding="utf-8")
+        print(f"HTML report: {Path(args.report).resolve()}")
     return EXIT_OK
 
 
@@ -169,6 +176,8 @@ def add_parsers(sub: Any) -> dict[str, Any]:
     w.add_argument("--store", default=None, help="result store root (overrides base.store.path)")
     w.add_argument("--quiet", action="store_true")
     w.add_argument("--json", action="store_true")
+    w.add_argument("--report", default=None, metavar="FILE.html", help="also write the sweep's HTML report here")
+    w.add_argument("--baseline", default=None, help="with --report: the baseline run (name, label or fingerprint prefix)")
 
     k = sub.add_parser("k8s", help="render or submit a KubeRay RayJob for a sweep")
     k.add_argument("action", choices=["render", "submit"])

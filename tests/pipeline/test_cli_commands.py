@@ -73,3 +73,16 @@ def test_provenance_of_a_pruned_checkpoint_reaches_metadata_and_fingerprint(make
     assert res.metadata["provenance"]["transform"]["amount"] == 0.5
     base = make_spec(model={**hf, "path": str(tiny_grid["p25"])}, generation={"max_new_tokens": 2}, dataset={"limit": 8})
     assert run_fingerprint(base) != res.fingerprint
+
+
+def test_sweep_prints_one_leaderboard_and_writes_the_html_report(make_spec, tmp_path, capsys):
+    sweep = {"name": "rep", "base": make_spec().model_dump(mode="json", by_alias=True),
+             "grid": {"model.output": ["target", "prompt"]}}
+    p = tmp_path / "sweep.yaml"
+    p.write_text(yaml.safe_dump(sweep))
+    html = tmp_path / "out" / "report.html"
+    assert main(["sweep", str(p), "--quiet", "--report", str(html)]) == 0
+    out = capsys.readouterr().out
+    assert "2 runs" in out and "exact_match" in out and f"HTML report: {html}" in out
+    text = html.read_text()
+    assert "<html" in text.lower() and "t/output=prompt" in text and "http://" not in text and "https://" not in text
