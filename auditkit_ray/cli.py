@@ -190,10 +190,11 @@ def build_parser() -> argparse.ArgumentParser:
     lb.add_argument("--baseline", default=None, metavar="FILE", help="baseline run for --max-regression")
     _add_stats_args(lb)
     _add_gate_args(lb)
-    from . import cli_report, cli_runs
+    from . import cli_lmeval, cli_report, cli_runs
 
     COMMANDS.update(cli_runs.add_parsers(sub))
     COMMANDS.update(cli_report.add_parsers(sub))
+    COMMANDS.update(cli_lmeval.add_parsers(sub))
     return p
 
 

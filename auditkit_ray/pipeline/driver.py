@@ -126,7 +126,7 @@ def model_key(spec: RunSpec) -> str:
 def run_pipeline(plans: list[Plan], address: str | None, progress: bool) -> dict[str, dict[str, Any]]:
     """One streaming pipeline over the pending shards of runs that share a
     model. Returns per-run generation statistics keyed by run fingerprint."""
-    stats = {p.layout.run_fp: {"generated": 0, "generation_s": 0.0, "new_tokens": 0} for p in plans}
+    stats = {p.layout.run_fp: {"generated": 0, "generation_s": 0.0, "new_tokens": 0, "model_size": None} for p in plans}
     pending = [(p, i) for p in plans for i in p.pending]
     if not pending:
         return stats
@@ -207,6 +207,8 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool) -> dict
                 st["generated"] += info["n"]
                 st["generation_s"] += info["generation_s"]
                 st["new_tokens"] += info["completion_tokens"]
+            if info.get("model_size_bytes"):
+                stats[info["run"]]["model_size"] = info["model_size_bytes"]
     except Exception as exc:  # noqa: BLE001 - re-raised as a clear error
         inner = _unwrap(exc)
         if isinstance(inner, AuditKitError):
@@ -245,7 +247,8 @@ def finish(plan: Plan, stats: dict[str, Any], wall_s: float, parent_run_id: str 
     missing = [i for i in range(plan.n_shards) if not store.exists(plan.layout.shard(i))]
     if missing:
         raise RunError(f"run {plan.spec.name!r}: shards {missing[:10]} were not written; run again to resume")
-    result = merge(plan, store, wall_s=wall_s, generated=stats["generated"], generation_s=stats["generation_s"], new_tokens=stats["new_tokens"])
+    result = merge(plan, store, wall_s=wall_s, generated=stats["generated"], generation_s=stats["generation_s"],
+                   new_tokens=stats["new_tokens"], model_size=stats.get("model_size"))
     track(plan, result, parent_run_id=parent_run_id)
     store.replace(plan.layout.result, result.to_json().encode("utf-8"))
     if plan.spec.tracking.index:
@@ -278,7 +281,20 @@ def evaluate_specs(specs: list[RunSpec], *, address: str | None = None, progress
     for group in by_model.values():
         stats.update(run_pipeline(group, address, progress))
     wall = time.perf_counter() - t0
-    return [finish(p, stats[p.layout.run_fp], wall) for p in plans]
+    return [stored_or_finish(p, stats[p.layout.run_fp], wall) for p in plans]
+
+
+def stored_or_finish(plan: Plan, stats: dict[str, Any], wall_s: float, parent_run_id: str | None = None) -> Any:
+    """A run with nothing left to do returns its stored RunResult as it was
+    (its perf figures describe the run that did the work); otherwise merge."""
+    from ..core.result import RunResult
+
+    if not stats["generated"] and not plan.shard_payloads_built and plan.store.exists(plan.layout.result):
+        try:
+            return RunResult.from_dict(json.loads(plan.store.read_bytes(plan.layout.result)), plan.store.uri(plan.layout.result))
+        except AuditKitError:
+            pass  # unreadable: merge again
+    return finish(plan, stats, wall_s, parent_run_id=parent_run_id)
 
 
 def evaluate_spec(spec: RunSpec, *, address: str | None = None, progress: bool = True) -> Any:

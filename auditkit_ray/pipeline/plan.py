@@ -34,6 +34,8 @@ class Plan:
     shard_payloads: dict[int, str] = field(default_factory=dict)
     done: set[int] = field(default_factory=set)
     cached_generations: set[int] = field(default_factory=set)
+    #: true when some shard was pending at planning time (there was work to do)
+    shard_payloads_built: bool = False
 
     @property
     def pending(self) -> list[int]:
@@ -166,5 +168,6 @@ def build_plan(spec: RunSpec, store: ResultStore) -> Plan:
                 for r in range(spec.repeats):
                     items.append({"sample": sample.model_dump(mode="json"), "request": {**base, **variant, "repeat": r}, **extra})
         if i not in plan.done:
+            plan.shard_payloads_built = True
             plan.shard_payloads[i] = json.dumps({"run": layout.run_fp, "shard": i, "items": items}, ensure_ascii=False)
     return plan

@@ -235,6 +235,8 @@ class GenerateStage:
                 shard["generation_s"] = seconds
             shard["generated_at"] = time.time()
             shard["worker"] = self.worker
+            if self.backend is not None:
+                shard["model_size_bytes"] = self.backend.model_size_bytes()
             out.append(shard)
         return _out(out)
 
@@ -316,6 +318,7 @@ class ScoreStage:
             "generated": shard.get("generated", False),
             "generation_s": shard.get("generation_s", 0.0),
             "completion_tokens": sum(g.completion_tokens or 0 for g in gens) if shard.get("generated") else 0,
+            "model_size_bytes": shard.get("model_size_bytes"),
         }
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, np.ndarray]:

@@ -21,7 +21,7 @@ from ..core.fingerprint import fingerprint
 from ..core.result import RunResult
 from ..errors import AuditKitError, RunError
 from ..store.base import open_store
-from .driver import finish, init_ray, model_key, run_pipeline
+from .driver import init_ray, model_key, run_pipeline, stored_or_finish
 from .plan import Plan, build_plan
 
 
@@ -129,7 +129,7 @@ def run_sweep(sweep: SweepSpec, *, address: str | None = None, progress: bool = 
             stats = run_pipeline(cell.plans, address, progress)
             wall = time.perf_counter() - t0
             for p in cell.plans:
-                r = finish(p, stats[p.layout.run_fp], wall, parent_run_id=parent)
+                r = stored_or_finish(p, stats[p.layout.run_fp], wall, parent_run_id=parent)
                 with lock:
                     results[p.layout.run_fp] = r
                     states[p.layout.run_fp] = "complete"

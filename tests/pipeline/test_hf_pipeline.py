@@ -24,6 +24,7 @@ def test_hf_same_per_sample_scores_on_one_and_two_actors(make_spec, tiny_model, 
     assert numbers(one) == numbers(two)
     assert one.tokens.completion > 0 and one.tokens.source == "tokenizer"
     assert one.perf.latency_scope == "batch" and one.perf.latency_p50_s > 0
+    assert one.perf.model_size_bytes and one.perf.model_size_bytes > 100_000  # parameters + buffers of the loaded model
     assert set(one.metrics) == {"exact_match", "exact_match@num", "token_f1", "non_degenerate"}
 
 

@@ -76,11 +76,13 @@ def test_generation_error_is_recorded_as_error_and_counted(make_spec):
     assert rows["q003"]["error"] and json.loads(rows["q003"]["scores"])[0]["status"] == Status.ERROR.value
 
 
-def test_changing_only_metrics_rescores_stored_generations_without_generating(make_spec):
+def test_changing_only_metrics_rescores_stored_generations_without_generating(make_spec, tmp_path):
     first = evaluate(make_spec())
     assert first.perf.generated == 40
-    again = evaluate(make_spec())
-    assert again.perf.generated == 0 and again.fingerprint == first.fingerprint  # resume: nothing to do
+    result_json = tmp_path / "store" / "runs" / first.fingerprint / "result.json"
+    mtime = result_json.stat().st_mtime_ns
+    again = evaluate(make_spec())  # nothing to do: the stored result comes back as it was
+    assert again == first and result_json.stat().st_mtime_ns == mtime
     more = evaluate(make_spec(metrics=["exact_match", "token_f1", "contains"]))
     assert more.fingerprint != first.fingerprint
     assert more.generation_fingerprint == first.generation_fingerprint

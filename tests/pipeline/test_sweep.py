@@ -57,9 +57,11 @@ def test_sweep_started_again_redoes_nothing_finished(arith, tmp_path):
     sweep = _sweep(arith, tmp_path / "st", {"seed": [0, 1]}, model={"type": "simulated", "fixed_cost_s": 0.0})
     first = run_sweep(sweep, progress=False)
     assert sum(r.perf.generated for r in first.runs) == 80
+    shards = sorted((tmp_path / "st").rglob("shard-*.parquet"))
+    before = {f: f.stat().st_ino for f in shards}
     again = run_sweep(sweep, progress=False)
-    assert sum(r.perf.generated for r in again.runs) == 0
-    assert [r.fingerprint for r in again.runs] == [r.fingerprint for r in first.runs]
+    assert again.runs == first.runs  # the stored results, throughput and all
+    assert {f: f.stat().st_ino for f in sorted((tmp_path / "st").rglob("shard-*.parquet"))} == before
     _, cells = plan_sweep(sweep)
     text = describe("sw", again.fingerprint, cells, 4)
     assert "shards 10/10 done" in text and text.count("sw/seed=") == 2
