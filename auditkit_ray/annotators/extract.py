@@ -70,7 +70,58 @@ def build_annotator(spec: Any) -> Callable[[Generation, dict], Any]:
             return ""
 
         return first
+    if spec.type == "model":
+        return ModelExtractor(spec)
     raise ValueError(f"unknown annotator type {spec.type!r}")
+
+
+class ModelExtractor:
+    """A model-based extractor: one batched request per shard to a judge
+    backend (the judge machinery: lazy load, ${VAR} expansion, retries and
+    cache of the api backend)."""
+
+    batched = True
+
+    def __init__(self, spec: Any) -> None:
+        from ..judges.base import JudgeMetric
+
+        class _Extract(JudgeMetric):
+            name = "model_extract"
+
+            def score(self, sample, generation, context):  # pragma: no cover - not used as a metric
+                raise TypeError("an annotator")
+
+        self.spec = spec
+        self.judge = _Extract(judge=spec.judge, generation={"max_new_tokens": spec.max_new_tokens, "temperature": 0.0},
+                              prompt=spec.prompt)
+
+    def batch(self, items: list[tuple[str, Generation, dict]]) -> list[Any]:
+        from ..backends.base import Request
+
+        todo = [(k, sid, _source(self.spec.on, g, ann)) for k, (sid, g, ann) in enumerate(items) if not g.error]
+        todo = [(k, sid, text) for k, sid, text in todo if text is not None]
+        out: list[Any] = [None] * len(items)
+        prompts = [self.spec.prompt.replace("{output}", text) for _, _, text in todo]
+        gens = self.judge.ask([Request(sample_id=f"{sid}#extract", prompt=p) for (_, sid, _), p in zip(todo, prompts)])
+        for (k, _, _), g in zip(todo, gens):
+            out[k] = None if g.error else g.text.strip()
+        return out
+
+
+def apply_annotators_batch(fns: list[tuple[str, Callable]], generations: list[Generation], sample_ids: list[str]) -> list[dict]:
+    """Annotators over a shard, in order; model extractors get one batched call."""
+    out: list[dict[str, Any]] = [{} for _ in generations]
+    for name, fn in fns:
+        if getattr(fn, "batched", False):
+            values = fn.batch([(sid, g, a) for sid, g, a in zip(sample_ids, generations, out)])
+            for a, v, g in zip(out, values, generations):
+                if not g.error:
+                    a[name] = v
+        else:
+            for a, g in zip(out, generations):
+                if not g.error:
+                    a[name] = fn(g, a)
+    return out
 
 
 def apply_annotators(fns: list[tuple[str, Callable]], generation: Generation) -> dict:

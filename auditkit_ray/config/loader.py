@@ -175,7 +175,7 @@ def _validation_message(exc: ValidationError, source: str, lines: _Lines, prefix
 
 
 _UNION_TAGS = {
-    "echo", "simulated", "hf", "precomputed", "agent", "vllm", "api", "command", "regex", "strip_reasoning", "take_first",
+    "echo", "simulated", "hf", "precomputed", "agent", "vllm", "api", "command", "regex", "strip_reasoning", "take_first", "model",
     "function-after", "function-before",
 }
 

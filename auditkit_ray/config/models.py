@@ -417,8 +417,22 @@ class TakeFirstAnnotator(Strict):
     on: str = "text"
 
 
+class ModelAnnotator(Strict):
+    """Extract the answer with a model (a judge backend): the prompt's
+    ``{output}`` is replaced by the text read (``on``), ``{input}`` by the
+    sample's input; the reply, stripped, is the extracted value. A failed
+    request leaves no value (metrics on it score ``unknown``)."""
+
+    type: Literal["model"]
+    name: str
+    judge: dict[str, Any] = Field(description="a backend mapping, like a run's model (type: api | hf | ...)")
+    prompt: str = "Extract the final answer from this response. Reply with the answer only.\n\nResponse: {output}\n\nAnswer:"
+    max_new_tokens: int = Field(16, ge=1)
+    on: str = "text"
+
+
 AnnotatorSpec = Annotated[
-    Union[RegexAnnotator, StripReasoningAnnotator, TakeFirstAnnotator],
+    Union[RegexAnnotator, StripReasoningAnnotator, TakeFirstAnnotator, ModelAnnotator],
     Field(discriminator="type"),
 ]
 

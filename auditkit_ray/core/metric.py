@@ -137,7 +137,9 @@ class Metric(ABC):
         if self.on not in annotations:
             raise MissingEvidence(f"no annotation {self.on!r} on this sample")
         value = annotations[self.on]
-        return "" if value is None else str(value)
+        if value is None:
+            raise MissingEvidence(f"annotation {self.on!r} has no value for this sample (its extractor failed)")
+        return str(value)
 
     # -- required -----------------------------------------------------------
     @abstractmethod

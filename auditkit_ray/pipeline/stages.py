@@ -279,7 +279,7 @@ class ScoreStage:
         return self._scorers[key]
 
     def score_shard(self, shard: dict) -> dict:
-        from ..annotators.extract import apply_annotators
+        from ..annotators.extract import apply_annotators_batch
 
         key = shard["run"]
         annotators, metrics = self._scorer(key)
@@ -287,7 +287,7 @@ class ScoreStage:
         gens = [Generation.model_validate(g) for g in shard["generations"]]
         samples = [Sample.model_validate(it["sample"]) for it in items]
         if "annotations" not in shard:
-            shard["annotations"] = [apply_annotators(annotators, g) for g in gens]
+            shard["annotations"] = apply_annotators_batch(annotators, gens, [it["request"]["sample_id"] for it in items])
         annotations = shard["annotations"]
         contexts = [{"annotations": a, "prompt": it["request"]["prompt"], "repeat": it["request"]["repeat"]} for a, it in zip(annotations, items)]
         per_item: list[list[dict]] = shard.get("scores") or [[] for _ in items]
