@@ -203,10 +203,10 @@ def _params(cls: type) -> str:
 
 def metric_rows() -> list[dict[str, Any]]:
     from auditkit_ray.core.metric import metric_info
-    from auditkit_ray.core.registry import _BUILTIN, builtin_names, resolve_metric
+    from auditkit_ray.core.registry import _BUILTIN, resolve_metric
 
     rows = []
-    for name in builtin_names():
+    for name in sorted(_BUILTIN):  # built-ins only: metrics a session registered are not part of the reference
         cls = resolve_metric(name)
         info = metric_info(cls)
         doc = inspect.getdoc(cls) or ""

@@ -291,9 +291,14 @@ def stored_or_finish(plan: Plan, stats: dict[str, Any], wall_s: float, parent_ru
 
     if not stats["generated"] and not plan.shard_payloads_built and plan.store.exists(plan.layout.result):
         try:
-            return RunResult.from_dict(json.loads(plan.store.read_bytes(plan.layout.result)), plan.store.uri(plan.layout.result))
+            stored = RunResult.from_dict(json.loads(plan.store.read_bytes(plan.layout.result)), plan.store.uri(plan.layout.result))
         except AuditKitError:
-            pass  # unreadable: merge again
+            stored = None  # unreadable: merge again
+        if stored is not None:
+            if stored.name != plan.spec.name:  # the same configuration under a new name (e.g. a sweep cell): relabel
+                stored = stored.model_copy(update={"name": plan.spec.name})
+                plan.store.replace(plan.layout.result, stored.to_json().encode("utf-8"))
+            return stored
     return finish(plan, stats, wall_s, parent_run_id=parent_run_id)
 
 
