@@ -1,0 +1,116 @@
+"""Every benchmark's ``--smoke`` mode runs, exits 0 and prints its figure lines.
+
+A smoke run measures nothing meaningful and nothing here asserts a speed:
+this keeps the scripts in ``benchmarks/`` from rotting as the package moves.
+The smoke runs start together (at most ``PARALLEL`` at a time: most of their
+time is process and Ray start-up, not computation) in one module fixture;
+each test then reads its own benchmark's output.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "benchmarks"
+PARALLEL = 3
+TIMEOUT_S = 420
+FIGURE = re.compile(r"^[A-Za-z0-9_.\-]+: \S.*$")
+
+pytestmark = pytest.mark.slow
+
+
+def _registry() -> dict[str, str]:
+    spec = importlib.util.spec_from_file_location("_bench_run_all", BENCH / "run_all.py")
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.path.insert(0, str(BENCH))
+    try:
+        spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    finally:
+        sys.path.remove(str(BENCH))
+    return dict(mod.BENCHMARKS)
+
+
+BENCHMARKS = _registry()
+
+#: figures each smoke run must print (a system that cannot run here prints
+#: ``<name>: skipped (...)`` instead, which also matches)
+EXPECTED = {
+    "generation": ["gen.plain-hf", "gen.auditkit-hf", "gen.lm_eval-hf"],
+    "scaling": ["scaling.ray_start", "scaling.n1.wall", "scaling.n2.wall", "scaling.n2.driver_rss_peak",
+                "goal.efficiency_ge_0.9_up_to_16", "goal.driver_rss_flat"],
+    "overlap": ["overlap.generate_only", "overlap.judge_only", "overlap.overlapped",
+                "overlap.ratio.overlapped_vs_slower_stage", "goal.overlapped_le_1.15x_slower_stage"],
+    "scoring_overhead": ["scoring.ray_start", "scoring.auditkit.throughput", "scoring.loop.throughput",
+                         "scoring.ratio.auditkit_vs_loop", "scoring.means_match_loop", "goal.ge_1.5x_loop_excluding_ray_start"],
+    "resume": ["resume.interrupted.calls", "resume.resumed.calls", "resume.uninterrupted.calls",
+               "resume.repeated.samples", "resume.results_match_uninterrupted", "goal.repeated_le_one_shard"],
+    "compare": ["compare.auditkit.merge", "compare.auditkit.leaderboard", "compare.auditkit.peak_rss",
+                "compare.pandas.total", "compare.ratio.total.auditkit_vs_pandas", "compare.rankings_match_pandas"],
+}
+
+
+def _needs() -> str | None:
+    for mod, extra in (("ray", "ray"), ("pyarrow", "ray"), ("psutil", "bench"), ("pandas", "dev")):
+        if importlib.util.find_spec(mod) is None:
+            return f"{mod} is not installed (pip install -e '.[{extra}]')"
+    return None
+
+
+@pytest.fixture(scope="module")
+def smoke_runs(tmp_path_factory) -> dict[str, dict]:
+    why = _needs()
+    if why:
+        pytest.skip(why)
+    out_dir = tmp_path_factory.mktemp("bench-smoke")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "RAY_USAGE_STATS_ENABLED": "0",
+           "PYTHONUNBUFFERED": "1"}
+
+    def run(name: str) -> dict:
+        js = out_dir / f"{name}.json"
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.run([sys.executable, str(BENCH / BENCHMARKS[name]), "--smoke", "--json", str(js)],
+                                  cwd=str(ROOT), env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+            rc, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+        except subprocess.TimeoutExpired as exc:
+            rc, stdout, stderr = -1, exc.stdout or "", f"timed out after {TIMEOUT_S} s\n{exc.stderr or ''}"
+            stdout = stdout.decode() if isinstance(stdout, bytes) else stdout
+            stderr = stderr.decode() if isinstance(stderr, bytes) else stderr
+        return {"rc": rc, "stdout": stdout, "stderr": stderr, "json": js, "s": time.perf_counter() - t0}
+
+    with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
+        futures = {name: pool.submit(run, name) for name in BENCHMARKS}
+        return {name: f.result() for name, f in futures.items()}
+
+
+def test_every_benchmark_has_expectations():
+    assert sorted(BENCHMARKS) == sorted(EXPECTED), "add the new benchmark's figures to EXPECTED"
+    for script in BENCHMARKS.values():
+        assert (BENCH / script).is_file()
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_smoke_mode_prints_its_figures(smoke_runs, name):
+    r = smoke_runs[name]
+    tail = "\n".join(r["stderr"].strip().splitlines()[-20:])
+    assert r["rc"] == 0, f"{name} --smoke exited {r['rc']} after {r['s']:.0f} s:\n{tail}"
+    lines = [ln for ln in r["stdout"].splitlines() if ln.strip()]
+    assert lines, f"{name} --smoke printed no figures:\n{tail}"
+    bad = [ln for ln in lines if not FIGURE.match(ln)]
+    assert not bad, f"{name}: stdout lines that are not 'name: value unit': {bad}"
+    names = {ln.split(": ", 1)[0] for ln in lines}
+    for want in EXPECTED[name]:
+        assert any(n == want or n.startswith(want + ".") for n in names), f"{name}: no figure {want!r} in {sorted(names)}"
+    data = json.loads(Path(r["json"]).read_text())
+    assert data["mode"] == "smoke" and data["figures"] and data["machine"]["cpus"]
