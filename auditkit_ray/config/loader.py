@@ -155,7 +155,7 @@ def _with_env(data: Any, source: str, lines: "_Lines | None" = None) -> Any:
 def _validation_message(exc: ValidationError, source: str, lines: _Lines, prefix: tuple = ()) -> str:
     msgs = []
     for err in exc.errors()[:5]:
-        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p in _UNION_TAGS))
+        loc = _drop_union_tags(tuple(err["loc"]))
         full = prefix + loc
         line = lines.line(full)
         where = f"{source}:{line}" if line else source
@@ -178,6 +178,20 @@ _UNION_TAGS = {
     "echo", "simulated", "hf", "precomputed", "agent", "vllm", "api", "command", "regex", "strip_reasoning", "take_first", "model",
     "function-after", "function-before",
 }
+
+
+def _drop_union_tags(loc: tuple) -> tuple:
+    """pydantic puts the discriminator's value in an error's path
+    (``model.echo.batch_size``); drop it, but only right after a union field
+    (``model``) or a list index (``annotators[0]``), never a field that shares
+    a tag's name."""
+    out: list = []
+    for i, part in enumerate(loc):
+        after_union = i > 0 and (loc[i - 1] == "model" or isinstance(loc[i - 1], int))
+        if isinstance(part, str) and part in _UNION_TAGS and after_union:
+            continue
+        out.append(part)
+    return tuple(out)
 
 
 def _check_metrics(spec: RunSpec, source: str, lines: _Lines, prefix: tuple = ()) -> None:
