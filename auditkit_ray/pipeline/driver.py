@@ -197,6 +197,7 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool) -> dict
             compute=ActorPoolStrategy(size=pool_actors[pool], max_tasks_in_flight_per_actor=2),
             num_cpus=res["score_cpus"],
         )
+    _kill_actors_on_failure(ds)
     bar = _Progress(name, sum(p.n_shards for p in plans), sum(len(p.done) for p in plans), progress)
     try:
         for row in ds.iter_rows():
@@ -215,6 +216,29 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool) -> dict
             raise inner from None
         raise RunError(f"{name}: pipeline failed: {type(inner).__name__}: {str(inner).splitlines()[0] if str(inner) else ''}") from exc
     return stats
+
+
+def _kill_actors_on_failure(ds: Any) -> None:
+    """A failed pipeline kills its actors at once. Ray Data's own shutdown
+    only drops its handles and leaves the actors to reference counting, and
+    an actor that still owns objects lingers, idle, holding its GPU, while a
+    long-lived caller (a notebook, a sweep's other cells) waits for it."""
+    try:
+        from ray.data._internal.execution.execution_callback import ExecutionCallback
+    except ImportError:  # another Ray layout: fall back to reference counting
+        return
+
+    class KillActorsOnFailure(ExecutionCallback):
+        def before_execution_starts(self, executor: Any) -> None:
+            shutdown = executor.shutdown
+
+            def forced_on_failure(force: bool = False, exception: BaseException | None = None, **kw: Any) -> Any:
+                return shutdown(force or exception is not None, exception, **kw)
+
+            executor.shutdown = forced_on_failure
+
+    classes = ds.context.custom_execution_callback_classes
+    ds.context.custom_execution_callback_classes = [c for c in classes if c.__name__ != "KillActorsOnFailure"] + [KillActorsOnFailure]
 
 
 def _warn_on_failure(what: str, fn: Any) -> Any:

@@ -120,3 +120,23 @@ def s3_bucket(s3_server, request):
     name = f"ak-{uuid.uuid4().hex[:10]}"
     boto3.client("s3", endpoint_url=s3_server["url"], region_name="us-east-1").create_bucket(Bucket=name)
     return name
+
+
+@pytest.fixture(autouse=True)
+def cluster_gpus_free(request):
+    """Each pipeline test starts with all four of the shared cluster's GPUs
+    free. pytest keeps a test's log records (and so the exceptions Ray Data
+    logged, their frames and the actor handles in them) until that test's
+    teardown; the collector frees them once they are dropped. A test that
+    truly leaks an actor fails here, named, instead of failing the next one."""
+    if "ray_cluster" in request.fixturenames and ray.is_initialized():
+        import gc
+        import time
+
+        gc.collect()
+        deadline = time.time() + 30
+        while time.time() < deadline and ray.available_resources().get("GPU", 0) < 4:
+            time.sleep(0.2)
+        assert ray.available_resources().get("GPU", 0) == 4, (
+            f"a test before {request.node.name} left actors holding GPUs: {ray.available_resources()}")
+    yield

@@ -52,6 +52,26 @@ def test_out_of_memory_in_the_engine_fails_the_run_fast_with_a_clear_error(make_
     assert not (tmp_path / "oom" / "runs").exists() or not list((tmp_path / "oom").rglob("result.json"))
 
 
+def test_a_failed_run_releases_its_gpus_while_the_caller_still_holds_the_error(make_spec, ray_cluster, tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    spec = make_spec("oom-held", model={"type": "simulated", "fixed_cost_s": 0.0, "oom_ids": ["q020"]},
+                     execution={"shard_size": 8, "generation_actors": 2})
+    cfg = tmp_path / "oom.yaml"
+    cfg.write_text(yaml.safe_dump(spec.model_dump(mode="json", by_alias=True)))
+    script = Path(__file__).resolve().parents[1] / "support" / "hold_failed_run.py"
+    out = subprocess.run([sys.executable, str(script), ray_cluster.get_runtime_context().gcs_address, str(cfg)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert "out of memory" in report["error"]
+    assert report["free_gpus"] == report["total_gpus"] == 4, f"the failed run's actors still hold GPUs: {report}"
+
+
 def test_judges_and_oracles_run_in_their_own_pools(make_spec):
     spec = make_spec(
         "pools",
