@@ -27,7 +27,6 @@ Figures: wall time of each phase and each process's peak RSS (``ru_maxrss``).
 from __future__ import annotations
 
 import json
-import os
 import random
 import resource
 import subprocess

