@@ -14,6 +14,7 @@ import sys
 from typing import Callable, Sequence
 
 from ._version import __version__
+from .cli_output import emit, json_stdout
 from .errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, AuditKitError
 
 
@@ -63,7 +64,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
 
     rows = [metric_info(resolve_metric(n)) | {"name": n} for n in builtin_names()]
     if args.json:
-        print(json.dumps(rows, indent=2))
+        emit(json.dumps(rows, indent=2))
         return EXIT_OK
     width = max(len(r["name"]) for r in rows)
     for r in rows:
@@ -83,7 +84,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         spec.store.path = args.store
     result = evaluate(spec, address=args.address, progress=not args.quiet)
     if args.json:
-        print(result.to_json())
+        emit(result.to_json())
     elif not args.quiet:
         print_run(result)
     return EXIT_OK
@@ -99,7 +100,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         fail_under=parse_assignments(args.fail_under, "--fail-under"), fail_over=parse_assignments(args.fail_over, "--fail-over"),
         max_regression=parse_max_regression(args.max_regression) or None,
     )
-    print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) if args.json else report.format())
+    emit(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) if args.json else report.format())
     report.raise_for_failures()  # GateFailed -> exit 1, reasons on stderr
     return EXIT_OK
 
@@ -114,7 +115,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         fail_under=parse_assignments(args.fail_under, "--fail-under"), fail_over=parse_assignments(args.fail_over, "--fail-over"),
         baseline=args.baseline, max_regression=parse_max_regression(args.max_regression) or None,
     )
-    print(json.dumps(board.to_dict(), indent=2, ensure_ascii=False) if args.json else board.format())
+    emit(json.dumps(board.to_dict(), indent=2, ensure_ascii=False) if args.json else board.format())
     board.raise_for_failures()
     return EXIT_OK
 
@@ -206,7 +207,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
         _cwd_on_path()
-        return COMMANDS[args.command](args)
+        with json_stdout(bool(getattr(args, "json", False))):
+            return COMMANDS[args.command](args)
     except _UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -223,7 +225,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entrypoint() -> None:  # console script
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stdout = sys.stderr  # what Ray prints while it shuts down at exit is not the command's output
+    sys.exit(code)
 
 
 if __name__ == "__main__":  # python -m auditkit_ray.cli

@@ -11,6 +11,7 @@ import argparse
 import json
 from typing import Any, Sequence
 
+from .cli_output import emit
 from .errors import EXIT_OK
 
 
@@ -29,7 +30,7 @@ def cmd_lmeval(args: argparse.Namespace) -> int:
         generation_actors=args.generation_actors, data_dir=args.data_dir, progress=not args.quiet,
     )
     if args.json:
-        print(json.dumps([json.loads(r.to_json()) for r in results], indent=2))
+        emit(json.dumps([json.loads(r.to_json()) for r in results], indent=2))
         return EXIT_OK
     if args.quiet:
         return EXIT_OK

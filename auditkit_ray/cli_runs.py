@@ -8,12 +8,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .cli_output import emit
 from .errors import EXIT_OK, ConfigError
 
 
 def _print_runs(rows: list[dict[str, Any]], as_json: bool) -> None:
     if as_json:
-        print(json.dumps(rows, indent=2, default=str))
+        emit(json.dumps(rows, indent=2, default=str))
         return
     if not rows:
         print("no runs")
@@ -45,7 +46,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if args.action == "show":
         if not args.run:
             raise ConfigError("runs show: give a fingerprint prefix, run id or name")
-        print(json.dumps(db.get(args.run), indent=2, default=str))
+        emit(json.dumps(db.get(args.run), indent=2, default=str))
         return EXIT_OK
     rows = db.query(model=args.model, dataset=args.dataset, name=args.name, experiment=args.experiment,
                     tags=_tags(args.tag), metrics=args.metric, since=args.since, until=args.until)
@@ -98,7 +99,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
 
     result = evaluate(rescore_spec(args.run, args.metric, args.config), address=args.address, progress=not args.quiet)
     if args.json:
-        print(result.to_json())
+        emit(result.to_json())
     else:
         print_run(result)
     return EXIT_OK
@@ -124,7 +125,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return EXIT_OK
     result = run_sweep(sweep, address=args.address, progress=not args.quiet, source=args.file)
     if args.json:
-        print(json.dumps({"name": result.name, "fingerprint": result.fingerprint, "manifest": result.manifest_uri,
+        emit(json.dumps({"name": result.name, "fingerprint": result.fingerprint, "manifest": result.manifest_uri,
                           "cells": result.cells, "runs": [json.loads(r.to_json()) for r in result.runs]}, indent=2))
         return EXIT_OK
     print(f"sweep {result.name}: {len(result.runs)} runs, manifest {result.manifest_uri}")
