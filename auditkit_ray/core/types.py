@@ -131,7 +131,34 @@ class Score(_Model):
 
     @classmethod
     def scored(cls, name: str, value: float, **kw: Any) -> "Score":
+        meta, reason = kw.get("metadata", {}), kw.get("reason")
+        if (type(value) in (float, int, bool) and type(name) is str and math.isfinite(value) and kw.keys() <= {"metadata", "reason"}
+                and (reason is None or type(reason) is str) and type(meta) is dict and all(type(k) is str for k in meta)):
+            # the common case, already valid: skip the validator (hot in scoring stages)
+            return cls.model_construct(name=name, value=float(value), status=Status.SCORED, reason=reason, metadata=meta)
         return cls(name=name, value=value, status=Status.SCORED, **kw)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """``model_dump(mode="json")`` without the serializer: the metadata
+        goes as it is, so dump the result with ``default=jsonable`` (which
+        converts what JSON lacks, as the serializer would)."""
+        return {"name": self.name, "value": self.value, "status": _STATUS_VALUE[self.status], "reason": self.reason,
+                "metadata": self.metadata}
+
+    @classmethod
+    def from_json_dict(cls, d: dict[str, Any]) -> "Score":
+        """``model_validate`` for what ``to_json_dict`` wrote; anything
+        unusual goes through the full validation (and its errors)."""
+        status = _STATUSES.get(d.get("status", "scored")) if isinstance(d, dict) else None
+        if status is None or not _SCORE_FIELDS.issuperset(d):
+            return cls.model_validate(d)
+        name, value, reason, meta = d.get("name"), d.get("value"), d.get("reason"), d.get("metadata", {})
+        ok = (type(name) is str and (reason is None or type(reason) is str) and type(meta) is dict
+              and (value is None if status is not Status.SCORED else type(value) in (float, int) and math.isfinite(value)))
+        if not ok:
+            return cls.model_validate(d)
+        return cls.model_construct(name=name, value=None if value is None else float(value), status=status, reason=reason,
+                                   metadata=meta)
 
     @classmethod
     def unknown(cls, name: str, reason: str, **kw: Any) -> "Score":
@@ -144,6 +171,19 @@ class Score(_Model):
     @classmethod
     def error(cls, name: str, reason: str, **kw: Any) -> "Score":
         return cls(name=name, status=Status.ERROR, reason=reason, **kw)
+
+
+_STATUSES = {st.value: st for st in Status}
+_STATUS_VALUE = {st: st.value for st in Status}
+_SCORE_FIELDS = frozenset(Score.model_fields)
+
+
+def jsonable(v: Any) -> Any:
+    """``json.dumps(..., default=jsonable)``: what pydantic's JSON mode does
+    with values JSON has no type for (sets, paths, dates, numpy arrays...)."""
+    from pydantic_core import to_jsonable_python
+
+    return to_jsonable_python(v)
 
 
 def content_id(payload: Any) -> str:

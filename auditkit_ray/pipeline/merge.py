@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .._version import __version__
+from ..core.gcpause import gc_paused
 from ..config.identity import dataset_fingerprint, model_identity, redacted_config
 from ..core.registry import build_metric
 from ..core.summary import Accumulator
@@ -49,6 +50,7 @@ def _percentile(values: list[float], q: float) -> float | None:
     return values[lo] + (values[hi] - values[lo]) * (k - lo)
 
 
+@gc_paused()
 def merge(plan: Plan, store: ResultStore, *, wall_s: float, generated: int, generation_s: float, new_tokens: int, model_size: int | None = None) -> RunResult:
     spec = plan.spec
     n_rows = 0
@@ -75,7 +77,7 @@ def merge(plan: Plan, store: ResultStore, *, wall_s: float, generated: int, gene
             if len(errors) < MAX_LISTED_ERRORS:
                 errors.append(SampleError(sample_id=row["sample_id"], stage="generation", message=row["error"]))
         for sd in json.loads(row["scores"]):
-            s = Score.model_validate(sd)
+            s = Score.from_json_dict(sd)
             acc.add(s)
             if s.status.value == "error" and not row["error"] and len(errors) < MAX_LISTED_ERRORS:
                 errors.append(SampleError(sample_id=row["sample_id"], stage=f"metric:{s.name}", message=s.reason or ""))

@@ -17,6 +17,7 @@ from typing import Any
 from ..adapters.prompt import PromptAdapter
 from ..config.identity import generation_fingerprint, run_fingerprint
 from ..config.models import RunSpec
+from ..core.gcpause import gc_paused
 from ..core.types import Sample
 from ..data.readers import load_samples, read_records
 from ..errors import ConfigError
@@ -134,6 +135,7 @@ def _request_variants(spec: RunSpec, sample: Sample, raw: dict) -> list[dict[str
     return [{"kind": "loglikelihood", "continuation": spec.prompt.choice_prefix + c, "choice": k} for k, c in enumerate(sample.choices)]
 
 
+@gc_paused()
 def build_plan(spec: RunSpec, store: ResultStore) -> Plan:
     preflight(spec)
     samples, raws = load_samples(spec.dataset)

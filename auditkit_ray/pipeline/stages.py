@@ -22,7 +22,8 @@ import numpy as np
 
 from ..backends.base import Request, create_backend
 from ..config.models import RunSpec
-from ..core.types import Generation, Sample
+from ..core.gcpause import gc_paused
+from ..core.types import Generation, Sample, jsonable
 from ..errors import AuditKitError, RunError
 from ..store.base import ResultStore
 from ..store.layout import RunLayout
@@ -48,7 +49,7 @@ def _rows(batch: dict[str, Any]) -> list[str]:
 def _out(payloads: list[dict]) -> dict[str, np.ndarray]:
     return {
         "shard": np.array([p["shard"] for p in payloads], dtype=np.int64),
-        "payload": np.array([json.dumps(p, ensure_ascii=False) for p in payloads], dtype=object),
+        "payload": np.array([json.dumps(p, ensure_ascii=False, default=jsonable) for p in payloads], dtype=object),
     }
 
 
@@ -121,6 +122,7 @@ class RetrieveStage:
         else:
             item["request"]["prompt"] = f"{spec.prompt.system}\n\n{prompt}" if spec.prompt.system else prompt
 
+    @gc_paused()
     def __call__(self, batch: dict[str, Any]) -> dict[str, np.ndarray]:
         out = []
         for payload in _rows(batch):
@@ -215,6 +217,7 @@ class GenerateStage:
         msg = f"shard {shard} failed after {retries + 1} attempts: {type(last).__name__}: {last}"
         return [Generation(error=msg).model_dump(mode="json") for _ in requests], 0.0, False
 
+    @gc_paused()
     def __call__(self, batch: dict[str, Any]) -> dict[str, np.ndarray]:
         out = []
         for payload in _rows(batch):
@@ -241,6 +244,7 @@ class GenerateStage:
         return _out(out)
 
 
+@gc_paused()
 def load_cached_generations(batch: dict[str, Any], runs: dict[str, tuple[str, ResultStore, RunLayout]]) -> dict[str, np.ndarray]:
     """Used instead of GenerateStage when every pending shard's outputs are
     already stored: no model is loaded, no GPU requested."""
@@ -301,10 +305,10 @@ class ScoreStage:
                 results = metric.evaluate_groups([(samples[ks[0]], [gens[k] for k in ks], [contexts[k] for k in ks]) for ks in order])
                 for ks, scores in zip(order, results):
                     head = min(ks, key=lambda k: items[k]["request"]["repeat"])
-                    per_item[head].extend(s.model_dump(mode="json") for s in scores)
+                    per_item[head].extend(s.to_json_dict() for s in scores)
                 continue
             for k, scores in enumerate(metric.evaluate_batch(batch)):
-                per_item[k].extend(s.model_dump(mode="json") for s in scores)
+                per_item[k].extend(s.to_json_dict() for s in scores)
         shard["scores"] = per_item
         if not self.final:
             return shard
@@ -321,6 +325,7 @@ class ScoreStage:
             "model_size_bytes": shard.get("model_size_bytes"),
         }
 
+    @gc_paused()
     def __call__(self, batch: dict[str, Any]) -> dict[str, np.ndarray]:
         out = [self.score_shard(json.loads(p)) for p in _rows(batch)]
         if not self.final:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..core.types import jsonable
+
 GEN_COLUMNS = ("shard", "index", "sample_id", "repeat", "generation")
 
 
@@ -33,7 +35,7 @@ def run_table(shard: int, items: list[dict], generations: list[dict], annotation
         return [g.get(key) for g in generations]
 
     def js(v: Any) -> str:
-        return json.dumps(v, ensure_ascii=False)
+        return json.dumps(v, ensure_ascii=False, default=jsonable)
 
     n = len(items)
     return pa.table(
