@@ -25,7 +25,10 @@ class Accumulator:
         return self.metrics.get(name) or self.metrics.get(name.split(".")[0])
 
     def add(self, score: Score) -> None:
-        self.stats.setdefault(score.name, MeanStats()).add(score)
+        st = self.stats.get(score.name)
+        if st is None:
+            st = self.stats[score.name] = MeanStats()
+        st.add(score)
         m = self.metrics.get(score.name)
         if m is not None and m.aggregation == "corpus" and score.status is Status.SCORED:
             st = [float(x) for x in score.metadata.get("stats") or []]
