@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from ..core.gcpause import gc_paused
 from ..core.metric import Direction
 from ..core.result import MetricSummary
 from ..errors import ConfigError, GateFailed
@@ -238,6 +239,7 @@ def _compare_metric(name: str, a: LoadedRun, b: LoadedRun, ds_reasons: list[str]
     return mc
 
 
+@gc_paused()
 def compare(baseline: Any, candidate: Any, *, metrics: Iterable[str] | None = None, warn_at: Any = "1%", fail_at: Any = "5%",
             alpha: float = 0.05, n_resamples: int = 10_000, seed: int = 0, confidence: float = 0.95,
             fail_under: Mapping[str, float] | None = None, fail_over: Mapping[str, float] | None = None,

@@ -39,6 +39,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+from ..core.gcpause import gc_paused
 from ..core.metric import Direction
 from ..core.result import MetricSummary
 from ..errors import ConfigError, GateFailed
@@ -320,6 +321,7 @@ def _pair_cell(name: str, a: LoadedRun, b: LoadedRun, sa: MetricSummary, directi
 
 
 # ----------------------------------------------------------------------------- the leaderboard
+@gc_paused()
 def leaderboard(runs: Sequence[Any], *, metrics: Iterable[str] | None = None, confidence: float = 0.95, binary_ci: str = "wilson",
                 alpha: float = 0.05, n_resamples: int = 10_000, seed: int = 0, pairwise: bool = True,
                 cost_axis: str = "auto", quality: Iterable[str] | None = None,

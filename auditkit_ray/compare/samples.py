@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.gcpause import gc_paused
 from ..core.result import RunResult, load_run
 from ..errors import ConfigError
 
@@ -55,6 +56,7 @@ def _first_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
+@gc_paused()
 def read_scores(result: RunResult, base_dir: str | os.PathLike | None = None) -> tuple[RunScores | None, str | None]:
     """Read a run's per-sample scores. Returns ``(scores, None)`` or
     ``(None, reason)``; never raises for an unreadable table."""

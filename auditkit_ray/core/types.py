@@ -149,16 +149,16 @@ class Score(_Model):
     def from_json_dict(cls, d: dict[str, Any]) -> "Score":
         """``model_validate`` for what ``to_json_dict`` wrote; anything
         unusual goes through the full validation (and its errors)."""
-        status = _STATUSES.get(d.get("status", "scored")) if isinstance(d, dict) else None
-        if status is None or not _SCORE_FIELDS.issuperset(d):
-            return cls.model_validate(d)
-        name, value, reason, meta = d.get("name"), d.get("value"), d.get("reason"), d.get("metadata", {})
-        ok = (type(name) is str and (reason is None or type(reason) is str) and type(meta) is dict
-              and (value is None if status is not Status.SCORED else type(value) in (float, int) and math.isfinite(value)))
-        if not ok:
-            return cls.model_validate(d)
-        return cls.model_construct(name=name, value=None if value is None else float(value), status=status, reason=reason,
-                                   metadata=meta)
+        fields = _checked_fields(d)
+        return cls.model_validate(d) if fields is None else cls.model_construct(**fields)
+
+    @classmethod
+    def read_json_dict(cls, d: dict[str, Any]) -> "Score | ScoreRecord":
+        """Like ``from_json_dict`` for read-only use (merging thousands of
+        rows): a plain ``ScoreRecord`` with Score's fields when the dict is
+        valid as it is, a validated Score (or its error) otherwise."""
+        fields = _checked_fields(d)
+        return cls.model_validate(d) if fields is None else ScoreRecord(**fields)
 
     @classmethod
     def unknown(cls, name: str, reason: str, **kw: Any) -> "Score":
@@ -171,6 +171,28 @@ class Score(_Model):
     @classmethod
     def error(cls, name: str, reason: str, **kw: Any) -> "Score":
         return cls(name=name, status=Status.ERROR, reason=reason, **kw)
+
+
+class ScoreRecord:
+    """A valid Score's fields, read-only use only (no pydantic)."""
+
+    __slots__ = ("name", "value", "status", "reason", "metadata")
+
+    def __init__(self, name: str, value: float | None, status: Status, reason: str | None, metadata: dict[str, Any]) -> None:
+        self.name, self.value, self.status, self.reason, self.metadata = name, value, status, reason, metadata
+
+
+def _checked_fields(d: Any) -> dict[str, Any] | None:
+    """Score's fields from a stored dict when pydantic would accept it
+    unchanged; None when it needs the full validation."""
+    status = _STATUSES.get(d.get("status", "scored")) if isinstance(d, dict) else None
+    if status is None or not _SCORE_FIELDS.issuperset(d):
+        return None
+    name, value, reason, meta = d.get("name"), d.get("value"), d.get("reason"), d.get("metadata", {})
+    if not (type(name) is str and (reason is None or type(reason) is str) and type(meta) is dict
+            and (value is None if status is not Status.SCORED else type(value) in (float, int) and math.isfinite(value))):
+        return None
+    return {"name": name, "value": None if value is None else float(value), "status": status, "reason": reason, "metadata": meta}
 
 
 _STATUSES = {st.value: st for st in Status}

@@ -77,7 +77,7 @@ def merge(plan: Plan, store: ResultStore, *, wall_s: float, generated: int, gene
             if len(errors) < MAX_LISTED_ERRORS:
                 errors.append(SampleError(sample_id=row["sample_id"], stage="generation", message=row["error"]))
         for sd in json.loads(row["scores"]):
-            s = Score.from_json_dict(sd)
+            s = Score.read_json_dict(sd)
             acc.add(s)
             if s.status.value == "error" and not row["error"] and len(errors) < MAX_LISTED_ERRORS:
                 errors.append(SampleError(sample_id=row["sample_id"], stage=f"metric:{s.name}", message=s.reason or ""))

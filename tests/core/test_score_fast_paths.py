@@ -28,6 +28,8 @@ def test_fast_json_form_equals_pydantic_json_mode_and_reads_back_equal(score):
     back = Score.from_json_dict(fast)
     assert back == Score.model_validate(fast) and back.model_dump() == score.model_dump()
     assert isinstance(back.status, Status)
+    record = Score.read_json_dict(fast)
+    assert {k: getattr(record, k) for k in Score.model_fields} == dict(back)
 
 
 def test_fast_scored_builds_the_same_score_as_validation():
@@ -53,6 +55,8 @@ def test_invalid_stored_scores_are_refused_as_by_validation(bad):
         Score.model_validate(bad)
     with pytest.raises(ValidationError):
         Score.from_json_dict(bad)
+    with pytest.raises(ValidationError):
+        Score.read_json_dict(bad)
 
 
 def test_non_finite_and_odd_values_still_go_through_validation():
