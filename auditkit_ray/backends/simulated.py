@@ -16,6 +16,9 @@ from .base import Backend, Request
 class SimulatedBackend(Backend):
     uses_gpu = True
 
+    def load(self) -> None:
+        time.sleep(self.spec.load_s)
+
     def generate(self, requests: list[Request]) -> list[Generation]:
         s = self.spec
         ids = {r.sample_id for r in requests}

@@ -198,8 +198,11 @@ class GenerateStage:
         retries = spec.execution.max_shard_retries
         last: Exception | None = None
         for attempt in range(retries + 1):
-            t0 = time.perf_counter()
             try:
+                # the model loads once per actor, before the clock and the watchdog start: a
+                # slow load is neither a hung shard nor generation time
+                self._get_backend(spec)
+                t0 = time.perf_counter()
                 gens = self._watched(spec, shard, store, layout, requests)
                 return [g.model_dump(mode="json") for g in gens], time.perf_counter() - t0, not any(
                     (g.error or "").startswith(f"shard {shard} timed out") for g in gens)

@@ -42,6 +42,18 @@ def test_a_shard_that_always_hangs_is_recorded_as_errors_after_its_retries(make_
     assert res.metrics["exact_match"].n == 32 and res.metrics["exact_match"].counts["error"] == 8
 
 
+def test_a_model_load_slower_than_the_shard_timeout_is_not_a_hung_shard(make_spec):
+    spec = make_spec(
+        "slow-load",
+        model={"type": "simulated", "fixed_cost_s": 0.0, "per_token_s": 0.0, "load_s": 4.0},
+        execution={"shard_size": 8, "shard_timeout_s": 2, "max_shard_retries": 0, "generation_actors": 1},
+    )
+    res = evaluate(spec)
+    assert res.error_count == 0 and res.metrics["exact_match"].n == 40, [e.message for e in res.errors]
+    assert res.perf.generation_s is not None and res.perf.generation_s < 2.0, (
+        f"generation time must not include the 4 s model load: {res.perf.generation_s}")
+
+
 def test_out_of_memory_in_the_engine_fails_the_run_fast_with_a_clear_error(make_spec, tmp_path):
     spec = make_spec("oom", model={"type": "simulated", "fixed_cost_s": 0.0, "oom_ids": ["q020"]})
     t0 = time.perf_counter()
