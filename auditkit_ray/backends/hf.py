@@ -285,17 +285,21 @@ class HFBackend(Backend):
     def _encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
         """lm-eval's split: trailing context spaces move to the continuation,
         the continuation's tokens are those of (context + continuation) past
-        the context's; an empty context gets a BOS (or EOS) token."""
+        the context's, both encoded with the tokenizer's special tokens; an
+        empty context gets a BOS (or EOS) token."""
         tok = self.tokenizer
         n_spaces = len(context) - len(context.rstrip())
         if n_spaces:
             continuation = context[-n_spaces:] + continuation
             context = context[:-n_spaces]
+        prefix = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
         if not context:
-            prefix = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
             return [prefix], list(tok(continuation, add_special_tokens=False)["input_ids"])
-        whole = list(tok(context + continuation, add_special_tokens=False)["input_ids"])
-        ctx = list(tok(context, add_special_tokens=False)["input_ids"])
+        # as lm-eval's HFLM: the tokenizer's own special tokens (a BOS for Llama-style
+        # tokenizers), unless the text already starts with that prefix token
+        starts = prefix is not None and context.startswith(tok.decode([prefix]))
+        whole = list(tok(context + continuation, add_special_tokens=not starts)["input_ids"])
+        ctx = list(tok(context, add_special_tokens=not starts)["input_ids"])
         return whole[: len(ctx)], whole[len(ctx):]
 
     def loglikelihood(self, pairs: list[tuple[str, str]]) -> list[tuple[float, bool]]:

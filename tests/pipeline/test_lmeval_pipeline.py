@@ -133,9 +133,6 @@ def bos_model(tiny_model, tmp_path_factory):
     return dst
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="known divergence: the hf backend scores log-likelihood contexts without special "
-                                       "tokens, lm-eval 0.4.13 encodes them with the tokenizer's default (a BOS for "
-                                       "Llama-style tokenizers); remove this mark when the backend follows lm-eval")
 def test_loglikelihoods_agree_with_lm_eval_when_the_tokenizer_adds_bos(bos_model, tmp_path):
     common = dict(store=str(tmp_path / "s"), data_dir=str(tmp_path / "d"), limit=8, bootstrap_iters=0)
     d = run_lmeval(["auditkit_arith_mc"], bos_model, **common)[0]
