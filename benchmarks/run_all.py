@@ -23,9 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import BENCH, PY, ROOT, note, parser, print_machine  # noqa: E402
 
-#: name -> script, in the order they run. The API-backend workload (7) and
-#: the vLLM systems of workload 1 (``bench_generation.py --backend vllm``)
-#: join when those backends land.
+#: name -> script, in the order they run. The vLLM systems of workload 1
+#: run with ``bench_generation.py --backend vllm`` (not part of run_all).
 BENCHMARKS = {
     "generation": "bench_generation.py",
     "scaling": "bench_scaling.py",
@@ -33,6 +32,7 @@ BENCHMARKS = {
     "scoring_overhead": "bench_scoring_overhead.py",
     "resume": "bench_resume.py",
     "compare": "bench_compare.py",
+    "api": "bench_api.py",
 }
 
 

@@ -2,7 +2,7 @@
 endpoint (OpenAI, vLLM's server, llama.cpp, TGI, a gateway, the test server in
 ``auditkit_ray.testing``).
 
-Requests of a batch go out concurrently (asyncio + httpx, at most
+Requests of a batch go out concurrently (asyncio + aiohttp, at most
 ``max_concurrency`` in flight, at most ``requests_per_second`` started per
 second). Timeouts, connection errors, 408, 429 and 5xx are retried with
 exponential backoff and full jitter (a ``Retry-After`` header is honoured
@@ -29,7 +29,9 @@ raises ``ToolSchemaError`` (the request fails with that message; a bad schema
 in the spec fails validation) - nothing is silently dropped.
 
 The API key (``api_key: ${OPENAI_API_KEY}``) never enters the fingerprint,
-the cache key, results or messages. httpx is imported on first use.
+the cache key, results or messages. aiohttp is imported on first use (it
+costs a fifth of httpx's CPU per request at 64 in flight: see
+``benchmarks/RESULTS.md``, workload 7).
 """
 
 from __future__ import annotations
@@ -142,9 +144,19 @@ class ResponseCache:
         return json.loads(row[0]) if row else None
 
     def put(self, key: str, value: dict[str, Any]) -> None:
-        data = json.dumps(value, ensure_ascii=False, sort_keys=True)
+        self.put_many([(key, value)])
+
+    def put_many(self, items: list[tuple[str, dict[str, Any]]]) -> None:
+        """One transaction for a batch's responses (a commit each cost more
+        than the request it saved)."""
+        if not items:
+            return
+        now = time.time()
+        rows = [(k, json.dumps(v, ensure_ascii=False, sort_keys=True), now) for k, v in items]
         with self._lock:
-            self._conn.execute("INSERT OR REPLACE INTO responses (key, value, created) VALUES (?, ?, ?)", (key, data, time.time()))
+            with self._conn:
+                self._conn.execute("BEGIN")
+                self._conn.executemany("INSERT OR REPLACE INTO responses (key, value, created) VALUES (?, ?, ?)", rows)
 
     def __len__(self) -> int:
         with self._lock:
@@ -264,9 +276,9 @@ class APIBackend(Backend):
         if self._loaded:
             return
         try:
-            import httpx  # noqa: F401
+            import aiohttp  # noqa: F401
         except ImportError as exc:
-            raise MissingExtraError("httpx", "api") from exc
+            raise MissingExtraError("aiohttp", "api") from exc
         key = self.spec.api_key
         if key and "${" in key:
             from ..config.loader import expand_env
@@ -416,35 +428,38 @@ class APIBackend(Backend):
 
     # ------------------------------------------------------------------ transport
     async def _send(self, client: Any, limiter: _RateLimiter, body: dict[str, Any]) -> tuple[Any, float, int]:
-        import httpx
+        import aiohttp
 
         spec = self.spec
         retries = 0
+        payload = json.dumps(body, ensure_ascii=False).encode()
+        headers = self._headers()
         while True:
             await limiter.wait()
             wait: float | None = None
             t0 = time.perf_counter()
             self.requests_sent += 1
             try:
-                resp = await client.post(self.url, json=body, headers=self._headers())
-            except httpx.TimeoutException:
+                async with client.post(self.url, data=payload, headers=headers) as resp:
+                    status, text, retry_after = resp.status, await resp.text(errors="replace"), resp.headers.get("Retry-After")
+            except TimeoutError:
                 err = f"timed out after {spec.timeout_s:g}s"
-            except httpx.TransportError as exc:
+            except aiohttp.ClientError as exc:
                 err = f"cannot reach {spec.base_url}: {type(exc).__name__}: {exc}"
             else:
                 latency = time.perf_counter() - t0
-                if 200 <= resp.status_code < 300:
+                if 200 <= status < 300:
                     try:
-                        return resp.json(), latency, retries
+                        return json.loads(text), latency, retries
                     except ValueError:
-                        raise _Failed(f"malformed response body (not JSON): {resp.text[:200]!r}", retries) from None
-                detail = resp.text[:300].strip()
-                err = f"HTTP {resp.status_code} from {spec.base_url}" + (f": {detail}" if detail else "")
-                if resp.status_code == 401:
+                        raise _Failed(f"malformed response body (not JSON): {text[:200]!r}", retries) from None
+                detail = text[:300].strip()
+                err = f"HTTP {status} from {spec.base_url}" + (f": {detail}" if detail else "")
+                if status == 401:
                     err += " (check api_key)"
-                if not (resp.status_code in _RETRY_STATUS or resp.status_code >= 500):
+                if not (status in _RETRY_STATUS or status >= 500):
                     raise _Failed(err, retries)
-                wait = _retry_after(resp.headers.get("retry-after"))
+                wait = _retry_after(retry_after)
             if retries >= spec.max_retries:
                 raise _Failed(f"{err} (gave up after {retries} retries)", retries)
             if wait is None:
@@ -452,7 +467,8 @@ class APIBackend(Backend):
             retries += 1
             await asyncio.sleep(wait)
 
-    async def _one(self, client: Any, limiter: _RateLimiter, sem: asyncio.Semaphore, r: Request) -> Generation:
+    async def _one(self, client: Any, limiter: _RateLimiter, sem: asyncio.Semaphore, r: Request,
+                   to_cache: list[tuple[str, dict[str, Any]]]) -> Generation:
         try:
             body = self.body(r)
         except (ToolSchemaError, ValueError) as exc:
@@ -479,17 +495,23 @@ class APIBackend(Backend):
             return Generation(error=scrub_text(f"malformed response body: {exc}"), metadata={"retries": retries, "cached": False})
         gen.metadata.update(retries=retries, cached=False, total_s=time.perf_counter() - t0)
         if key is not None:
-            self._cache.put(key, {"response": data, "latency_s": latency})
+            to_cache.append((key, {"response": data, "latency_s": latency}))
         return gen
 
     async def _all(self, requests: list[Request]) -> list[Generation]:
-        import httpx
+        import aiohttp
 
         limiter = _RateLimiter(self.spec.requests_per_second)
         sem = asyncio.Semaphore(self.spec.max_concurrency)
-        limits = httpx.Limits(max_connections=self.spec.max_concurrency, max_keepalive_connections=self.spec.max_concurrency)
-        async with httpx.AsyncClient(timeout=httpx.Timeout(self.spec.timeout_s), limits=limits) as client:
-            return list(await asyncio.gather(*(self._one(client, limiter, sem, r) for r in requests)))
+        to_cache: list[tuple[str, dict[str, Any]]] = []
+        connector = aiohttp.TCPConnector(limit=self.spec.max_concurrency)
+        timeout = aiohttp.ClientTimeout(total=self.spec.timeout_s)
+        try:
+            async with aiohttp.ClientSession(connector=connector, timeout=timeout, trust_env=True) as client:
+                return list(await asyncio.gather(*(self._one(client, limiter, sem, r, to_cache) for r in requests)))
+        finally:
+            if self._cache is not None:
+                self._cache.put_many(to_cache)
 
     def generate(self, requests: list[Request]) -> list[Generation]:
         self.load()

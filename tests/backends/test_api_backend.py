@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("httpx", reason="the api backend needs the 'api' extra (httpx)")
+pytest.importorskip("aiohttp", reason="the api backend needs the 'api' extra (aiohttp)")
 
 from auditkit_ray.backends.api import APIBackend, ToolSchemaError, openai_tools  # noqa: E402
 from auditkit_ray.backends.base import Request  # noqa: E402

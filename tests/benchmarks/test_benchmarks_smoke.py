@@ -57,6 +57,8 @@ EXPECTED = {
                "resume.repeated.samples", "resume.results_match_uninterrupted", "goal.repeated_le_one_shard"],
     "compare": ["compare.auditkit.merge", "compare.auditkit.leaderboard", "compare.auditkit.peak_rss",
                 "compare.pandas.total", "compare.ratio.total.auditkit_vs_pandas", "compare.rankings_match_pandas"],
+    "api": ["api.ray_start", "api.client.rps", "api.auditkit.rps", "api.auditkit.window.rps",
+            "api.ratio.auditkit_vs_client", "goal.ge_0.8x_client"],
 }
 
 

@@ -10,7 +10,7 @@ import socket
 
 import pytest
 
-pytest.importorskip("httpx", reason="api judges need the 'judges' extra (httpx)")
+pytest.importorskip("aiohttp", reason="api judges need the 'judges' extra (aiohttp)")
 
 from auditkit_ray.core.metric import Direction  # noqa: E402
 from auditkit_ray.core.registry import build_metric, resolve_metric  # noqa: E402

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("httpx", reason="the api backend needs the 'api' extra (httpx)")
+pytest.importorskip("aiohttp", reason="the api backend needs the 'api' extra (aiohttp)")
 
 from auditkit_ray.api import evaluate, samples_table  # noqa: E402
 from auditkit_ray.testing import OpenAIServer, ScriptedPolicy  # noqa: E402

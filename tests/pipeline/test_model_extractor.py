@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-pytest.importorskip("httpx", reason="the api backend needs the 'api' extra")
+pytest.importorskip("aiohttp", reason="the api backend needs the 'api' extra")
 
 from auditkit_ray.api import evaluate, samples_table  # noqa: E402
 from auditkit_ray.testing import OpenAIServer, ScriptedPolicy  # noqa: E402

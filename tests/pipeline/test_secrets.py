@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytest.importorskip("httpx", reason="the api backend needs the 'api' extra")
+pytest.importorskip("aiohttp", reason="the api backend needs the 'api' extra")
 
 from auditkit_ray.cli import main  # noqa: E402
 from auditkit_ray.testing import OpenAIServer, ScriptedPolicy  # noqa: E402
