@@ -160,7 +160,8 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool) -> dict
     n_gen = max(1, min(actors, n_need_gen or 1))
     pools = pools_needed([p.spec for p in plans])
     sizes = {"checks": "scoring_actors", "judges": "judge_actors", "oracles": "oracle_actors"}
-    pool_actors = {pool: max(getattr(p.spec.execution, sizes[pool]) for p in plans) for pool in pools}
+    # no more actors in a pool than shards to score: each one is a process to start
+    pool_actors = {pool: max(1, min(len(pending), max(getattr(p.spec.execution, sizes[pool]) for p in plans))) for pool in pools}
     res = _resources(ray, lead, sum(pool_actors.values()))
     if res["gen_gpus"]:
         fit = int(ray.cluster_resources().get("GPU", 0) // res["gen_gpus"])

@@ -76,10 +76,11 @@ def test_a_failed_run_releases_its_gpus_while_the_caller_still_holds_the_error(m
     cfg = tmp_path / "oom.yaml"
     cfg.write_text(yaml.safe_dump(spec.model_dump(mode="json", by_alias=True)))
     script = Path(__file__).resolve().parents[1] / "support" / "hold_failed_run.py"
-    out = subprocess.run([sys.executable, str(script), ray_cluster.get_runtime_context().gcs_address, str(cfg)],
+    report_file = tmp_path / "report.json"
+    out = subprocess.run([sys.executable, str(script), ray_cluster.get_runtime_context().gcs_address, str(cfg), str(report_file)],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
-    report = json.loads(out.stdout.strip().splitlines()[-1])
+    report = json.loads(report_file.read_text())
     assert "out of memory" in report["error"]
     assert report["free_gpus"] == report["total_gpus"] == 4, f"the failed run's actors still hold GPUs: {report}"
 
