@@ -211,28 +211,6 @@ def _retry_after(value: str | None) -> float | None:
         return None
 
 
-def _run_sync(coro: Any) -> Any:
-    """``asyncio.run``, or in a helper thread when this thread already runs a loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["out"] = asyncio.run(coro)
-        except BaseException as exc:  # noqa: BLE001 - handed back
-            box["exc"] = exc
-
-    t = threading.Thread(target=target, daemon=True)
-    t.start()
-    t.join()
-    if "exc" in box:
-        raise box["exc"]
-    return box["out"]
-
-
 def _normalise_logprobs(choice: dict[str, Any], chat: bool) -> list[dict[str, Any]] | None:
     """Per output token: {"token", "logprob", "top": {token: logprob}}."""
     lp = choice.get("logprobs")
@@ -270,6 +248,11 @@ class APIBackend(Backend):
         self._default_tools: list[dict[str, Any]] | None = None
         #: requests sent over the network by this backend instance (retries included)
         self.requests_sent = 0
+        # one event loop (in its own thread) and one HTTP session for the backend's
+        # life: connections stay open from one shard to the next
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
+        self._session: Any = None
 
     # ------------------------------------------------------------------ setup
     def load(self) -> None:
@@ -298,6 +281,19 @@ class APIBackend(Backend):
         self._loaded = True
 
     def close(self) -> None:
+        loop, self._loop = self._loop, None
+        if loop is not None:
+            if self._session is not None:
+                try:
+                    asyncio.run_coroutine_threadsafe(self._session.close(), loop).result(timeout=10)
+                except Exception:  # noqa: BLE001 - closing is best effort
+                    pass
+            self._session = None
+            loop.call_soon_threadsafe(loop.stop)
+            if self._loop_thread is not None:
+                self._loop_thread.join(timeout=10)
+            loop.close()
+            self._loop_thread = None
         if self._cache is not None:
             self._cache.close()
             self._cache = None
@@ -504,17 +500,26 @@ class APIBackend(Backend):
         limiter = _RateLimiter(self.spec.requests_per_second)
         sem = asyncio.Semaphore(self.spec.max_concurrency)
         to_cache: list[tuple[str, dict[str, Any]]] = []
-        connector = aiohttp.TCPConnector(limit=self.spec.max_concurrency)
-        timeout = aiohttp.ClientTimeout(total=self.spec.timeout_s)
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=self.spec.max_concurrency)
+            timeout = aiohttp.ClientTimeout(total=self.spec.timeout_s)
+            self._session = aiohttp.ClientSession(connector=connector, timeout=timeout, trust_env=True)
         try:
-            async with aiohttp.ClientSession(connector=connector, timeout=timeout, trust_env=True) as client:
-                return list(await asyncio.gather(*(self._one(client, limiter, sem, r, to_cache) for r in requests)))
+            return list(await asyncio.gather(*(self._one(self._session, limiter, sem, r, to_cache) for r in requests)))
         finally:
             if self._cache is not None:
                 self._cache.put_many(to_cache)
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            loop = asyncio.new_event_loop()
+            self._loop_thread = threading.Thread(target=loop.run_forever, name="auditkit-api-backend", daemon=True)
+            self._loop_thread.start()
+            self._loop = loop
+        return self._loop
 
     def generate(self, requests: list[Request]) -> list[Generation]:
         self.load()
         if not requests:
             return []
-        return _run_sync(self._all(requests))
+        return asyncio.run_coroutine_threadsafe(self._all(requests), self._event_loop()).result()
