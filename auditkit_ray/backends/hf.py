@@ -50,6 +50,29 @@ def _derived_seed(*parts: Any) -> int:
     return int.from_bytes(hashlib.sha256(data).digest()[:8], "big") & ((1 << 63) - 1)
 
 
+def encode_prompts(encode: Any, requests: list[Request], results: list[Generation | None], max_len: int | None,
+                   limit: str) -> list[tuple[int, list[int]]]:
+    """(index, token ids) of the requests still without a result; a prompt
+    that fails to encode, encodes to nothing or reaches ``max_len`` tokens
+    gets its error in ``results`` instead (``limit`` says what the limit is)."""
+    todo: list[tuple[int, list[int]]] = []
+    for i, r in enumerate(requests):
+        if results[i] is not None:
+            continue
+        try:
+            ids = encode(r.prompt)
+        except Exception as exc:  # noqa: BLE001 - a bad prompt fails its own request only
+            results[i] = Generation(error=f"prompt encoding failed: {type(exc).__name__}: {exc}")
+            continue
+        if not ids:
+            results[i] = Generation(error="prompt encodes to no tokens")
+        elif max_len and len(ids) >= max_len:
+            results[i] = Generation(error=f"prompt has {len(ids)} tokens; {limit}")
+        else:
+            todo.append((i, ids))
+    return todo
+
+
 def _is_oom(torch: Any, exc: BaseException) -> bool:
     oom_types = tuple(
         t for t in (getattr(torch, "OutOfMemoryError", None), getattr(torch.cuda, "OutOfMemoryError", None)) if t
@@ -169,19 +192,8 @@ class HFBackend(Backend):
         torch, _ = _import_torch_transformers()
         self._require_loaded()
         results: list[Generation | None] = [None] * len(requests)
-        encoded: list[tuple[int, list[int]]] = []
-        for i, req in enumerate(requests):
-            try:
-                ids = self._encode_prompt(req.prompt)
-            except Exception as exc:  # noqa: BLE001 - a bad prompt fails its own request only
-                results[i] = Generation(error=f"prompt encoding failed: {type(exc).__name__}: {exc}")
-                continue
-            if not ids:
-                results[i] = Generation(error="prompt encodes to no tokens")
-            elif self._max_positions and len(ids) >= self._max_positions:
-                results[i] = Generation(error=f"prompt has {len(ids)} tokens; the model takes at most {self._max_positions}")
-            else:
-                encoded.append((i, ids))
+        encoded = encode_prompts(self._encode_prompt, requests, results, self._max_positions,
+                                 f"the model takes at most {self._max_positions}")
         encoded.sort(key=lambda e: (len(e[1]), e[0]))
         size = self.spec.batch_size
         for start in range(0, len(encoded), size):

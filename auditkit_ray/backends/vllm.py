@@ -40,7 +40,7 @@ from typing import Any
 from ..core.types import Generation
 from ..errors import MissingExtraError, RunError
 from .base import Backend, Request
-from .hf import _derived_seed
+from .hf import _derived_seed, encode_prompts
 
 
 def _import_vllm() -> Any:
@@ -134,21 +134,8 @@ class VLLMBackend(Backend):
             return results  # type: ignore[return-value]
         vllm = _import_vllm()
         self.load()
-        todo: list[tuple[int, list[int]]] = []
-        for i, r in enumerate(requests):
-            if results[i] is not None:
-                continue
-            try:
-                ids = self._encode_prompt(r.prompt)
-            except Exception as exc:  # noqa: BLE001 - a bad prompt fails its own request only
-                results[i] = Generation(error=f"prompt encoding failed: {type(exc).__name__}: {exc}")
-                continue
-            if not ids:
-                results[i] = Generation(error="prompt encodes to no tokens")
-            elif self._max_len and len(ids) >= self._max_len:
-                results[i] = Generation(error=f"prompt has {len(ids)} tokens; the engine takes at most {self._max_len - 1}")
-            else:
-                todo.append((i, ids))
+        todo = encode_prompts(self._encode_prompt, requests, results, self._max_len,
+                              f"the engine takes at most {(self._max_len or 0) - 1}")
         if todo:
             prompts = [{"prompt_token_ids": ids} for _, ids in todo]
             params = [self._sampling(vllm, requests[i]) for i, _ in todo]

@@ -146,17 +146,11 @@ class Score(_Model):
                 "metadata": self.metadata}
 
     @classmethod
-    def from_json_dict(cls, d: dict[str, Any]) -> "Score":
-        """``model_validate`` for what ``to_json_dict`` wrote; anything
-        unusual goes through the full validation (and its errors)."""
-        fields = _checked_fields(d)
-        return cls.model_validate(d) if fields is None else cls.model_construct(**fields)
-
-    @classmethod
     def read_json_dict(cls, d: dict[str, Any]) -> "Score | ScoreRecord":
-        """Like ``from_json_dict`` for read-only use (merging thousands of
-        rows): a plain ``ScoreRecord`` with Score's fields when the dict is
-        valid as it is, a validated Score (or its error) otherwise."""
+        """``model_validate`` for what ``to_json_dict`` wrote, for read-only
+        use (merging thousands of rows): a plain ``ScoreRecord`` with Score's
+        fields when the dict is valid as it is, a validated Score (or its
+        error) otherwise."""
         fields = _checked_fields(d)
         return cls.model_validate(d) if fields is None else ScoreRecord(**fields)
 

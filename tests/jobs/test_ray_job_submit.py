@@ -6,7 +6,6 @@ import json
 import re
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -19,17 +18,13 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 pytest.importorskip("ray", reason="needs the 'ray' extra (make test installs it)")
 
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from local_cluster import free_port, stop_cluster  # noqa: E402  (tests/support)
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     ray = shutil.which("ray", path=str(BIN)) or str(BIN / "ray")
-    gcs, dash = _port(), _port()
+    gcs, dash = free_port(), free_port()
     import tempfile
 
     temp_dir = tempfile.mkdtemp(prefix="akjob-", dir="/tmp")  # short: Ray's socket paths have a length limit
@@ -49,30 +44,7 @@ def cluster(tmp_path_factory):
             break
         time.sleep(1)
     yield {"ray": ray, "address": address, "env": client_env, "gcs": f"127.0.0.1:{gcs}"}
-    _stop_cluster(temp_dir)
-
-
-def _stop_cluster(temp_dir: str) -> None:
-    """Stop only the processes of this cluster (`ray stop` would stop every
-    Ray on the machine, other test sessions' too)."""
-    import signal
-
-    pids = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                if temp_dir.encode() in (d / "cmdline").read_bytes():
-                    pids.append(int(d.name))
-            except OSError:
-                continue
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        time.sleep(2)
-    shutil.rmtree(temp_dir, ignore_errors=True)
+    stop_cluster(temp_dir)
 
 
 def _submit(cluster, workdir: Path, sweep: Path, submission_id: str, wait: bool) -> subprocess.CompletedProcess | subprocess.Popen:

@@ -13,7 +13,6 @@ counted twice, and `--json` prints that RunResult alone on stdout."""
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,50 +24,11 @@ import yaml
 
 from auditkit_ray.api import evaluate
 from auditkit_ray.core.result import RunResult
+from local_cluster import cluster_pids, free_port, process_tree, signal_all, stop_cluster  # tests/support
 
 BIN = Path(sys.executable).parent
 RAY = shutil.which("ray", path=str(BIN)) or str(BIN / "ray")
 ENV = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _cluster_pids(temp_dir: str) -> set[int]:
-    pids = set()
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                if temp_dir.encode() in (d / "cmdline").read_bytes():
-                    pids.add(int(d.name))
-            except OSError:
-                continue
-    return pids
-
-
-def _children() -> dict[int, list[int]]:
-    kids: dict[int, list[int]] = {}
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            kids.setdefault(ppid, []).append(int(d.name))
-    return kids
-
-
-def _tree(roots: set[int]) -> set[int]:
-    kids, out, todo = _children(), set(), list(roots)
-    while todo:
-        p = todo.pop()
-        if p not in out:
-            out.add(p)
-            todo += kids.get(p, [])
-    return out
 
 
 def _cmdline(pid: int) -> str:
@@ -78,27 +38,19 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def _kill(pids: set[int]) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
 def _start_worker(head: str, temp_dir: str) -> set[int]:
     """`ray start` a worker node; returns the processes it added."""
-    before = _cluster_pids(temp_dir)
+    before = cluster_pids(temp_dir)
     out = subprocess.run([RAY, "start", "--address", head, "--node-ip-address", "127.0.0.1", "--num-cpus", "1",
                           "--num-gpus", "2", "--disable-usage-stats"], capture_output=True, text=True, env=ENV, timeout=180)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    return _cluster_pids(temp_dir) - before
+    return cluster_pids(temp_dir) - before
 
 
 @pytest.fixture
 def two_node_cluster():
     temp_dir = tempfile.mkdtemp(prefix="aknode-", dir="/tmp")  # short: Ray's socket paths have a length limit
-    port = _port()
+    port = free_port()
     head = f"127.0.0.1:{port}"
     try:
         out = subprocess.run([RAY, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port), "--num-cpus", "1",
@@ -108,15 +60,7 @@ def two_node_cluster():
         worker = _start_worker(head, temp_dir)
         yield {"address": head, "temp_dir": temp_dir, "worker": worker}
     finally:
-        pids = _tree(_cluster_pids(temp_dir))
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            for pid in pids:
-                try:
-                    os.kill(pid, sig)
-                except ProcessLookupError:
-                    pass
-            time.sleep(1)
-        shutil.rmtree(temp_dir, ignore_errors=True)
+        stop_cluster(temp_dir)
 
 
 @pytest.mark.parametrize("replaced", [False, True], ids=["survivors-only", "replacement-node"])
@@ -142,10 +86,10 @@ def test_worker_node_removed_mid_run_ends_with_the_uninterrupted_result(two_node
         while time.time() < deadline and done() < 4:
             assert driver.poll() is None, driver.stderr.read()[-3000:]
             time.sleep(0.1)
-        node = _tree(two_node_cluster["worker"])
+        node = process_tree(two_node_cluster["worker"])
         on_node = [p for p in node if "MapBatches(GenerateStage)" in _cmdline(p)]
         assert on_node, "the worker node should host a generation actor (the head has one GPU for two actors)"
-        _kill(node)
+        signal_all(node, signal.SIGKILL)
         removed_at = done()
         assert removed_at < n_shards - 4, f"the node was removed too late to matter ({removed_at} of {n_shards} shards done)"
         time.sleep(5)
