@@ -54,6 +54,8 @@ from ..errors import MissingExtraError
 from .base import Backend, Request
 
 _RETRY_STATUS = {408, 429}
+#: answers written to the response cache per transaction
+_CACHE_FLUSH = 32
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _FUNCTION_KEYS = {"name", "description", "parameters", "strict"}
 
@@ -134,6 +136,8 @@ class ResponseCache:
         self._conn = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False, isolation_level=None)
         try:
             self._conn.execute("PRAGMA journal_mode=WAL")
+            # a commit survives a crash of the process (not of the machine) without an fsync each
+            self._conn.execute("PRAGMA synchronous=NORMAL")
         except sqlite3.OperationalError:  # pragma: no cover - e.g. a network filesystem
             pass
         self._conn.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)")
@@ -252,12 +256,23 @@ class APIBackend(Backend):
         # life: connections stay open from one shard to the next
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
+        self._loop_lock = threading.Lock()
         self._session: Any = None
+        self._proxy: Any = None
+        self._proxy_auth: Any = None
+        self._sem: asyncio.Semaphore | None = None
+        self._limiter: _RateLimiter | None = None
+        self._key_parts: tuple | None = None
 
     # ------------------------------------------------------------------ setup
     def load(self) -> None:
         if self._loaded:
             return
+        with self._loop_lock:
+            if not self._loaded:
+                self._load()
+
+    def _load(self) -> None:
         try:
             import aiohttp  # noqa: F401
         except ImportError as exc:
@@ -289,6 +304,7 @@ class APIBackend(Backend):
                 except Exception:  # noqa: BLE001 - closing is best effort
                     pass
             self._session = None
+            self._sem = self._limiter = None
             loop.call_soon_threadsafe(loop.stop)
             if self._loop_thread is not None:
                 self._loop_thread.join(timeout=10)
@@ -355,11 +371,20 @@ class APIBackend(Backend):
         return body
 
     def cache_key(self, r: Request, body: dict[str, Any]) -> str:
-        from ..core.fingerprint import fingerprint
+        """SHA-256 of the canonical JSON of ``{backend, body, generation,
+        repeat, seed}`` (the same key as ``fingerprint()`` of that dict);
+        the parts that do not change from request to request are
+        canonicalised once per (generation, seed)."""
+        from ..core.fingerprint import canonical_json
 
-        return fingerprint({"backend": self._identity, "body": body,
-                            "generation": self.generation.model_dump(mode="json") if hasattr(self.generation, "model_dump") else self.generation,
-                            "seed": self.seed, "repeat": r.repeat})
+        memo = self._key_parts
+        if memo is None or memo[0] is not self.generation or memo[1] != self.seed:
+            gen = self.generation.model_dump(mode="json") if hasattr(self.generation, "model_dump") else self.generation
+            backend = canonical_json(self._identity)
+            memo = self._key_parts = (self.generation, self.seed, '{"backend":' + backend + ',"body":',
+                                      ',"generation":' + canonical_json(gen) + ',"repeat":', ',"seed":' + canonical_json(self.seed) + "}")
+        text = memo[2] + canonical_json(body) + memo[3] + canonical_json(r.repeat) + memo[4]
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     # ------------------------------------------------------------------ parse
     def parse(self, data: Any, latency: float | None) -> Generation:
@@ -436,7 +461,8 @@ class APIBackend(Backend):
             t0 = time.perf_counter()
             self.requests_sent += 1
             try:
-                async with client.post(self.url, data=payload, headers=headers) as resp:
+                async with client.post(self.url, data=payload, headers=headers, proxy=self._proxy,
+                                       proxy_auth=self._proxy_auth) as resp:
                     status, text, retry_after = resp.status, await resp.text(errors="replace"), resp.headers.get("Retry-After")
             except TimeoutError:
                 err = f"timed out after {spec.timeout_s:g}s"
@@ -492,18 +518,36 @@ class APIBackend(Backend):
         gen.metadata.update(retries=retries, cached=False, total_s=time.perf_counter() - t0)
         if key is not None:
             to_cache.append((key, {"response": data, "latency_s": latency}))
+            if len(to_cache) >= _CACHE_FLUSH:  # answers are stored as they come: a killed run pays for none twice
+                batch = to_cache[:]
+                to_cache.clear()
+                self._cache.put_many(batch)
         return gen
 
     async def _all(self, requests: list[Request]) -> list[Generation]:
         import aiohttp
 
-        limiter = _RateLimiter(self.spec.requests_per_second)
-        sem = asyncio.Semaphore(self.spec.max_concurrency)
+        # one limit for the backend, not per call: the generation actor may run several shards at
+        # once (execution.generation_shards_in_flight), and max_concurrency / requests_per_second
+        # bound them together
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(self.spec.max_concurrency)
+            self._limiter = _RateLimiter(self.spec.requests_per_second)
+        limiter, sem = self._limiter, self._sem
         to_cache: list[tuple[str, dict[str, Any]]] = []
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(limit=self.spec.max_concurrency)
             timeout = aiohttp.ClientTimeout(total=self.spec.timeout_s)
-            self._session = aiohttp.ClientSession(connector=connector, timeout=timeout, trust_env=True)
+            # the proxy from the environment (HTTP(S)_PROXY, NO_PROXY) is looked up once, not twice per request
+            # in a thread as trust_env=True would
+            from aiohttp.helpers import get_env_proxy_for_url
+            from yarl import URL
+
+            try:
+                self._proxy, self._proxy_auth = get_env_proxy_for_url(URL(self.url))
+            except LookupError:
+                self._proxy = self._proxy_auth = None
+            self._session = aiohttp.ClientSession(connector=connector, timeout=timeout)
         try:
             return list(await asyncio.gather(*(self._one(self._session, limiter, sem, r, to_cache) for r in requests)))
         finally:
@@ -511,12 +555,13 @@ class APIBackend(Backend):
                 self._cache.put_many(to_cache)
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
-        if self._loop is None:
-            loop = asyncio.new_event_loop()
-            self._loop_thread = threading.Thread(target=loop.run_forever, name="auditkit-api-backend", daemon=True)
-            self._loop_thread.start()
-            self._loop = loop
-        return self._loop
+        with self._loop_lock:  # generate() may be called from several threads (shards in flight)
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                self._loop_thread = threading.Thread(target=loop.run_forever, name="auditkit-api-backend", daemon=True)
+                self._loop_thread.start()
+                self._loop = loop
+            return self._loop
 
     def generate(self, requests: list[Request]) -> list[Generation]:
         self.load()

@@ -9,6 +9,7 @@ names look secret are also remembered and scrubbed from free text.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 #: a key is secret when it *ends* in a credential word: ``api_key``,
@@ -23,6 +24,7 @@ MASK = "***"
 _known_values: set[str] = set()
 
 
+@lru_cache(maxsize=4096)  # the same few key names, asked for every request and every fingerprint
 def is_secret_key(key: str) -> bool:
     norm = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", key).replace("-", "_").strip("_")
     return bool(SECRET_KEY.search(norm))

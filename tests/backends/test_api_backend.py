@@ -247,3 +247,84 @@ def test_the_key_is_never_in_identity_or_repr_and_is_scrubbed_from_errors(tmp_pa
     from auditkit_ray.core.fingerprint import canonical_json
 
     assert KEY not in canonical_json(b.spec.model_dump(mode="json"))
+
+
+def test_the_cache_key_is_the_fingerprint_of_backend_body_settings_seed_and_repeat(tmp_path, server):
+    # the key's constant parts are canonicalised once per (settings, seed); the key must not change for it
+    from auditkit_ray.core.fingerprint import fingerprint
+
+    b = _backend(server, tmp_path, extra_body={"user": "u1", "temperature_scale": 1.0})
+    b.load()
+    for seed, gen in ((1, b.generation), (7, GenerationSettings(max_new_tokens=3, temperature=0.5))):
+        b.seed, b.generation = seed, gen
+        for r in [Request(sample_id="a", prompt="q", repeat=2), Request(sample_id="b", prompt=[{"role": "user", "content": "é"}])]:
+            body = b.body(r)
+            want = fingerprint({"backend": b._identity, "body": body, "generation": gen.model_dump(mode="json"),
+                                "seed": seed, "repeat": r.repeat})
+            assert b.cache_key(r, body) == want
+
+
+def test_answers_are_cached_as_they_arrive_not_when_the_batch_ends(tmp_path):
+    from auditkit_ray.backends.api import _CACHE_FLUSH, ResponseCache
+
+    def reply(body):
+        if _last(body) == "question 0":
+            time.sleep(3.0)  # one slow request keeps the batch open
+        return "ok"
+
+    with OpenAIServer(ScriptedPolicy(reply)) as s:
+        b = _backend(s, tmp_path, max_concurrency=8)
+        n = 2 * _CACHE_FLUSH + 1
+        t = threading.Thread(target=b.generate, args=(_reqs(n),))
+        t.start()
+        deadline = time.monotonic() + 2.5
+        stored = 0
+        while time.monotonic() < deadline and stored < 2 * _CACHE_FLUSH:
+            time.sleep(0.05)
+            stored = len(ResponseCache(tmp_path / "cache.sqlite"))
+        assert t.is_alive(), "the batch ended before the check"
+        assert stored == 2 * _CACHE_FLUSH, f"{stored} answers in the cache while the batch was still open"
+        t.join(10)
+    assert len(ResponseCache(tmp_path / "cache.sqlite")) == n
+
+
+def test_generate_calls_from_several_threads_share_max_concurrency(tmp_path):
+    # a generation actor with shards in flight calls generate() from several threads at once
+    lock, state = threading.Lock(), {"now": 0, "max": 0}
+
+    def reply(body):
+        with lock:
+            state["now"] += 1
+            state["max"] = max(state["max"], state["now"])
+        time.sleep(0.05)
+        with lock:
+            state["now"] -= 1
+        return "reply to " + _last(body)
+
+    with OpenAIServer(ScriptedPolicy(reply)) as s:
+        b = _backend(s, tmp_path, max_concurrency=3, cache=False)
+        out: dict[int, list] = {}
+        threads = [threading.Thread(target=lambda k=k: out.__setitem__(k, b.generate(
+            [Request(sample_id=f"t{k}-{i}", prompt=f"t{k} q{i}") for i in range(4)]))) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        b.close()
+    assert state["max"] == 3, f"{state['max']} requests in flight at once; max_concurrency is 3"
+    assert all([g.text for g in out[k]] == [f"reply to t{k} q{i}" for i in range(4)] for k in range(4))
+
+
+def test_the_proxy_from_the_environment_is_used_and_no_proxy_bypasses_it(tmp_path, server, monkeypatch):
+    # the proxy is read once per session (not per request in a thread): HTTP_PROXY and NO_PROXY still apply
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = sock.getsockname()[1]  # nothing listens here once the socket closes
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{dead}")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    gen = _backend(server, tmp_path, max_retries=0, cache=False).generate(_reqs(1))[0]
+    assert gen.error and "cannot reach" in gen.error and server.requests == 0
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    gen = _backend(server, tmp_path, max_retries=0, cache=False).generate(_reqs(1))[0]
+    assert gen.error is None and gen.text == "reply to question 0" and server.requests == 1
