@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Workload 7: the ``api`` backend against a local OpenAI-compatible server.
 
-    python benchmarks/bench_api.py [--smoke | --quick | --full] [--requests N] [--shard-sizes 64,512]
+    python benchmarks/bench_api.py [--smoke | --quick | --full] [--requests N] [--shard-sizes default,64]
 
 The server is the package's test server (``auditkit_ray.testing.OpenAIServer``,
 a ``ThreadingHTTPServer``: one thread per connection) with a scripted policy
@@ -25,8 +25,10 @@ Two clients, one after the other, in the same run, each sending N
 2. ``auditkit``: ``evaluate()`` of N samples through the ``api`` backend
    (``max_concurrency`` 64, one generation actor, one scoring actor, metric
    exact_match, the response cache on in a fresh file, other fields
-   default), once per shard size: 64 (the package's default, one wave of 64
-   requests per shard: the headline and the goal's figure) and 512. Ray is
+   default), once per shard size: ``default`` (the package's default for
+   the api backend, 256 samples, with 4 shards in flight per generation
+   actor: the headline and the goal's figure) and 64 (one wave of 64
+   requests per shard). Ray is
    started and warmed up by one tiny run first (both reported separately).
 
 Figures: requests/s of each; auditkit's end to end (``evaluate()`` wall,
@@ -60,9 +62,9 @@ from _common import (Recorder, arith_records, call_quietly, note, parser, print_
 REQUESTS = {"smoke": 300, "quick": 5_000, "full": 20_000}
 CONCURRENCY = 64
 LATENCY_S = 0.020
-#: auditkit shard sizes, one run each; the first (the package's default, = the concurrency: one wave of
-#: requests per shard) is the headline and the goal's
-SHARDS = (64, 512)
+#: auditkit shard sizes, one run each; the first (``default``: the package's default for the api backend, 256)
+#: is the headline and the goal's; 64 = one wave of requests per shard
+SHARDS = ("default", 64)
 #: Two socket settings of the test server (auditkit_ray.testing sets them; --server-defaults undoes them), because with
 #: http.server's defaults the figures time TCP, not the clients: (1) socketserver's listen() backlog of 5
 #: overflows when 64 connections open at once (the kernel drops SYNs; the client retries after 1 s, 3 s, ...);
@@ -216,7 +218,13 @@ def ray_prints_to_stderr() -> Iterator[None]:
         sys.stdout = out
 
 
-def api_spec(base_url: str, data: Path, store: Path, shard_size: int, concurrency: int) -> dict[str, Any]:
+def default_shard_size() -> int:
+    from auditkit_ray.config.models import APIBackend
+
+    return APIBackend.model_construct().default_shard_size()
+
+
+def api_spec(base_url: str, data: Path, store: Path, shard_size: int | None, concurrency: int) -> dict[str, Any]:
     return {
         "name": "api-bench",
         "model": {"type": "api", "base_url": base_url, "model": MODEL, "max_concurrency": concurrency,
@@ -225,17 +233,18 @@ def api_spec(base_url: str, data: Path, store: Path, shard_size: int, concurrenc
         "dataset": {"path": str(data), "input_field": "question", "target_field": "answer"},
         "prompt": {"template": "{{ question }} Answer:"},
         "metrics": ["exact_match"],
-        "execution": {"shard_size": shard_size, "generation_actors": 1, "scoring_actors": 1},
+        "execution": {"generation_actors": 1, "scoring_actors": 1, **({"shard_size": shard_size} if shard_size else {})},
         "store": {"path": str(store)},
         "tracking": {"index": False},
     }
 
 
-def run_auditkit(server: Server, data: Path, store: Path, n: int, shard: int, concurrency: int) -> dict[str, Any]:
+def run_auditkit(server: Server, data: Path, store: Path, n: int, shard: str, concurrency: int) -> dict[str, Any]:
     server.ask("reset")
     t_start = time.monotonic()
     with timed() as t_run:
-        res = call_quietly(lambda: run_spec(api_spec(server.base_url, data, store, shard, concurrency)))
+        size = None if shard == "default" else int(shard)
+        res = call_quietly(lambda: run_spec(api_spec(server.base_url, data, store, size, concurrency)))
     st = server.ask("stats")
     em = res.metrics["exact_match"]
     if st["requests"] < n or res.error_count or em.n != n or em.mean != 1.0:
@@ -265,14 +274,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = parser(__doc__.split("\n\n")[0])
     ap.add_argument("--requests", type=int, help="requests per phase (default: by mode)")
     ap.add_argument("--shard-sizes", default=",".join(map(str, SHARDS)),
-                    help="auditkit shard_size of each auditkit run; the first is the headline (default %(default)s)")
+                    help="auditkit shard_size of each auditkit run ('default': the package's); the first is the headline "
+                         "(default %(default)s)")
     ap.add_argument("--concurrency", type=int, default=CONCURRENCY)
     ap.add_argument("--server-defaults", action="store_true",
                     help=f"keep http.server's socket defaults (listen backlog 5, Nagle on) instead of backlog {BACKLOG} "
                          "and TCP_NODELAY")
     a = ap.parse_args(argv)
     n = a.requests or REQUESTS[a.mode]
-    shards = [int(x) for x in a.shard_sizes.split(",") if x.strip()]
+    shards = [x.strip() for x in a.shard_sizes.split(",") if x.strip()]
+    for x in shards:
+        if x != "default" and not x.isdigit():
+            ap.error(f"--shard-sizes: {x!r} is neither 'default' nor a number")
     print_machine()
     rec = Recorder("api", a.mode)
     ideal = a.concurrency / LATENCY_S
@@ -298,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     records = arith_records(n)
     data = write_jsonl(work / "data.jsonl", records)
     server = Server(LATENCY_S, not a.server_defaults)
-    runs: dict[int, dict[str, Any]] = {}
+    runs: dict[str, dict[str, Any]] = {}
     try:
         c1, st_c1 = run_client(server, records, a.concurrency)
         note(f"client (1st): {c1:.2f} s, {n / c1:.0f} req/s")
@@ -330,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     for k, shard in enumerate(shards):
         r = runs[shard]
         tag = "api.auditkit" if k == 0 else f"api.auditkit.shard{shard}"
-        extra = f", shard_size {shard}"
+        extra = f", shard_size {shard}" + (f" ({default_shard_size()})" if shard == "default" else "")
         rec.emit(f"{tag}.wall", r["wall"], f"s (evaluate(), Ray started{extra})")
         rec.emit(f"{tag}.rps", r["rps"], f"req/s (end to end, Ray start-up excluded{extra})")
         rec.emit(f"{tag}.window.rps", r["window_rps"], f"req/s (server's first to last request{extra})")

@@ -24,6 +24,14 @@ class _Backend(Strict):
     def needs_gpu(self) -> bool:
         return False
 
+    def shards_in_flight(self) -> int:
+        """Shards one generation actor works on at once by default: one for
+        a model in the actor (a GPU holds one batch at a time)."""
+        return 1
+
+    def default_shard_size(self) -> int:
+        return 64
+
     def settings_identity(self) -> dict[str, Any]:
         """Backend settings that change outputs (secrets excluded by the fingerprint)."""
         return self.model_dump(mode="json", exclude=self._not_in_identity())
@@ -205,12 +213,22 @@ class PriceTable(Strict):
 class APIBackend(_Backend):
     """Any OpenAI-compatible ``/chat/completions`` or ``/completions`` endpoint."""
 
+    def shards_in_flight(self) -> int:
+        # the actor waits on the network: while one shard's last answers arrive and its outputs
+        # are written, the next shards' requests keep max_concurrency in flight
+        return 4
+
+    def default_shard_size(self) -> int:
+        # fewer, larger shards: less pipeline cost per request (benchmarks/RESULTS.md, workload 7); a
+        # resumed shard re-asks nothing already answered (the response cache is written as answers come)
+        return 256
+
     type: Literal["api"]
     base_url: str = Field(description="e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1")
     model: str
     api_key: str | None = Field(None, repr=False, description="write ${VAR}; never fingerprinted, stored or logged")
     endpoint: Literal["chat", "completions"] = "chat"
-    max_concurrency: int = Field(8, ge=1, description="requests in flight at once (per generation actor)")
+    max_concurrency: int = Field(8, ge=1, description="requests in flight at once (per generation actor, over all the shards it works on)")
     requests_per_second: float | None = Field(None, gt=0, description="rate limit per generation actor, retries included")
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(4, ge=0, description="on timeouts, connection errors, 408, 429 and 5xx")
@@ -452,8 +470,12 @@ def _metric_from_str(v: Any) -> Any:
 
 # --------------------------------------------------------------------------- execution
 class ExecutionSpec(Strict):
-    shard_size: int = Field(64, ge=1, description="samples per shard: the unit of batching, retry and resume")
+    shard_size: int | None = Field(None, ge=1, description="samples per shard: the unit of batching, retry and resume "
+                                   "(default: 256 for the `api` backend, whose answers are cached as they come; 64 otherwise)")
     generation_actors: int = Field(1, ge=1)
+    generation_shards_in_flight: int | None = Field(
+        None, ge=1, description="shards one generation actor works on at once (default: 4 for the `api` backend, whose "
+        "requests share its max_concurrency, 1 for models in the actor)")
     scoring_actors: int = Field(1, ge=1, description="CPU actors for deterministic checks")
     judge_actors: int = Field(1, ge=1, description="actors for judge metrics (their own pool)")
     oracle_actors: int = Field(1, ge=1, description="CPU actors for agent outcome oracles (their own pool)")
@@ -504,6 +526,11 @@ class RunSpec(Strict):
     @classmethod
     def _metric_strings(cls, v: Any) -> Any:
         return [_metric_from_str(x) for x in v] if isinstance(v, list) else v
+
+    @property
+    def shard_size(self) -> int:
+        """``execution.shard_size``, or the backend's default."""
+        return self.execution.shard_size or self.model.default_shard_size()
 
     @model_validator(mode="after")
     def _annotators_unique(self) -> "RunSpec":

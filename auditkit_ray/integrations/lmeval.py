@@ -454,7 +454,7 @@ def _run_pipeline(loaded: Any, *, path: Path, seeds: tuple, opts: TaskOptions, l
             "experiment": {"tags": {"lm_eval_task": tname, "engine": "pipeline"}},
             "tracking": {"index": index},
         }, f"<lm-eval task {tname}>")
-        hit = _cached(store, run_fingerprint(spec), spec.execution.shard_size)
+        hit = _cached(store, run_fingerprint(spec), spec.shard_size)
         if hit is not None:
             results[tname] = hit
         else:

@@ -171,12 +171,16 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool) -> dict
             print(f"warning: {name}: {n_gen} generation actors do not fit the cluster's GPUs; using {fit}", file=sys.stderr)
             n_gen = fit
     if n_need_gen:
+        # shards one generation actor works on at once: > 1 runs them in threads of the actor
+        # (an API backend waits on the network; its request limits hold over all of them)
+        k = max((p.spec.execution.generation_shards_in_flight or p.spec.model.shards_in_flight()) for p in plans)
+        in_actor = {"max_concurrent_calls_per_actor": k, "enable_true_multi_threading": True} if k > 1 else {}
         ds = ds.map_batches(
             GenerateStage,
             fn_constructor_kwargs={"runs": runs},
             batch_size=1,
             batch_format="numpy",
-            compute=ActorPoolStrategy(size=n_gen, max_tasks_in_flight_per_actor=2),
+            compute=ActorPoolStrategy(size=n_gen, max_tasks_in_flight_per_actor=2 * k, **in_actor),
             num_gpus=res["gen_gpus"] or None,
             num_cpus=0,
             zero_copy_batch=True,

@@ -140,7 +140,7 @@ def build_plan(spec: RunSpec, store: ResultStore) -> Plan:
     preflight(spec)
     samples, raws = load_samples(spec.dataset)
     adapter = PromptAdapter(spec.prompt, spec.dataset, spec.seed, _few_shot_pool(spec, samples, raws))
-    size = spec.execution.shard_size
+    size = spec.shard_size
     n_shards = math.ceil(len(samples) / size)
     layout = RunLayout(run_fingerprint(spec), generation_fingerprint(spec), size)
     plan = Plan(spec=spec, store=store, samples=samples, layout=layout, n_shards=n_shards)

@@ -135,26 +135,100 @@ class RetrieveStage:
         return _out(out)
 
 
+class _SharedClock:
+    """Generation time of shards that overlap in one actor, split between
+    them: each instant the actor's backend is busy counts once, shared
+    equally by the shards in flight then, so the shards' times add up to the
+    actor's busy time (not k times it with k shards at once)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._k = 0
+        self._v = 0.0  # virtual time: d(v)/dt = 1 / shards in flight, while any is
+        self._t = time.perf_counter()
+
+    def _advance(self) -> float:
+        now = time.perf_counter()
+        if self._k:
+            self._v += (now - self._t) / self._k
+        self._t = now
+        return self._v
+
+    def start(self) -> float:
+        with self._lock:
+            v = self._advance()
+            self._k += 1
+            return v
+
+    def stop(self, started: float) -> float:
+        with self._lock:
+            v = self._advance()
+            self._k -= 1
+            return v - started
+
+
+class _SettingsGate:
+    """Shards in flight at once in one actor share its backend, whose
+    generation settings and seed are per run: shards of runs with other
+    settings wait until the backend's calls in flight are done."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._key: str | None = None
+        self._n = 0
+
+    def enter(self, key: str) -> bool:
+        """Returns true when the caller must apply its settings."""
+        with self._cond:
+            while self._n and self._key != key:
+                self._cond.wait()
+            switch = self._key != key
+            self._key = key
+            self._n += 1
+            return switch
+
+    def leave(self) -> None:
+        with self._cond:
+            self._n -= 1
+            if not self._n:
+                self._cond.notify_all()
+
+
 class GenerateStage:
+    """May run several shards at once (``execution.generation_shards_in_flight``,
+    in a threaded actor): the backend loads once, shards with other
+    generation settings wait their turn, and each shard's generation time
+    is its share of the actor's busy time."""
+
     def __init__(self, runs: dict[str, tuple[str, ResultStore, RunLayout]], threads: int = 1) -> None:
         self.ctx = RunContext(runs)
         self.threads = threads
         self.backend = None
         self.worker = worker_info()
+        self._load_lock = threading.Lock()
+        self._gate = _SettingsGate()
+        self._clock = _SharedClock()
 
     def _get_backend(self, spec: RunSpec):
         if self.backend is None:
-            backend = create_backend(spec.model, spec.generation, spec.seed)
-            backend.load()  # once per actor, reused for every shard of every run it serves
-            if "torch" in sys.modules and self.threads:
-                sys.modules["torch"].set_num_threads(self.threads)
-            self.backend = backend
-        # runs sharing a model may differ in generation settings and seed
-        self.backend.generation, self.backend.seed = spec.generation, spec.seed
+            with self._load_lock:
+                if self.backend is None:
+                    backend = create_backend(spec.model, spec.generation, spec.seed)
+                    backend.load()  # once per actor, reused for every shard of every run it serves
+                    if "torch" in sys.modules and self.threads:
+                        sys.modules["torch"].set_num_threads(self.threads)
+                    self.backend = backend
         return self.backend
 
     def _call_backend(self, spec: RunSpec, requests: list[Request]) -> list[Generation]:
-        gens = self._get_backend(spec).run(requests)
+        backend = self._get_backend(spec)
+        # runs sharing a model may differ in generation settings and seed
+        if self._gate.enter(json.dumps([spec.generation.model_dump(mode="json"), spec.seed], sort_keys=True)):
+            backend.generation, backend.seed = spec.generation, spec.seed
+        try:
+            gens = backend.run(requests)
+        finally:
+            self._gate.leave()
         if len(gens) != len(requests):
             raise RuntimeError(f"backend returned {len(gens)} generations for {len(requests)} requests")
         return gens
@@ -202,9 +276,12 @@ class GenerateStage:
                 # the model loads once per actor, before the clock and the watchdog start: a
                 # slow load is neither a hung shard nor generation time
                 self._get_backend(spec)
-                t0 = time.perf_counter()
-                gens = self._watched(spec, shard, store, layout, requests)
-                return [g.model_dump(mode="json") for g in gens], time.perf_counter() - t0, not any(
+                t0 = self._clock.start()
+                try:
+                    gens = self._watched(spec, shard, store, layout, requests)
+                finally:
+                    seconds = self._clock.stop(t0)
+                return [g.model_dump(mode="json") for g in gens], seconds, not any(
                     (g.error or "").startswith(f"shard {shard} timed out") for g in gens)
             except AuditKitError:
                 raise  # fatal: engine dead, bad model

@@ -208,3 +208,17 @@ def test_console_script_is_installed_and_exits_2_on_bad_input(tmp_path):
     bad.write_text("model: {type: nope}\n")
     out = subprocess.run([exe, "validate", str(bad)], capture_output=True, text=True)
     assert out.returncode == 2 and "Traceback" not in out.stderr and out.stderr.startswith("error:")
+
+
+def test_the_default_shard_size_is_the_backends_and_an_explicit_one_wins():
+    from auditkit_ray.config import run_spec_from_dict
+
+    api = {"type": "api", "base_url": "http://127.0.0.1:1/v1", "model": "m"}
+    sim = {"type": "simulated"}
+    for model, want in ((api, 256), (sim, 64)):
+        spec = run_spec_from_dict({"model": model, "dataset": {"path": "d.jsonl"}})
+        assert spec.execution.shard_size is None and spec.shard_size == want
+        assert run_spec_from_dict({"model": model, "dataset": {"path": "d.jsonl"}, "execution": {"shard_size": 5}}).shard_size == 5
+    # generation shards in flight: 4 for api, 1 for a model in the actor, unless set
+    assert run_spec_from_dict({"model": api, "dataset": {"path": "d.jsonl"}}).model.shards_in_flight() == 4
+    assert run_spec_from_dict({"model": sim, "dataset": {"path": "d.jsonl"}}).model.shards_in_flight() == 1

@@ -179,3 +179,59 @@ def test_the_api_key_never_reaches_results_table_or_fingerprint(make_spec, tmp_p
     db = Path(os.environ.get("AUDITKIT_RAY_DB", "/nonexistent"))
     if db.is_file():  # the ExperimentDB index of runs
         assert KEY.encode() not in b"".join(p.read_bytes() for p in db.parent.glob(db.name + "*"))
+
+
+class _InFlight:
+    """Counts the requests the test server is answering at once."""
+
+    def __init__(self, hold_s: float) -> None:
+        import threading
+
+        self.hold_s, self.lock, self.now, self.max = hold_s, threading.Lock(), 0, 0
+
+    def __call__(self, body: dict) -> str:
+        import time
+
+        with self.lock:
+            self.now += 1
+            self.max = max(self.max, self.now)
+        time.sleep(self.hold_s)
+        with self.lock:
+            self.now -= 1
+        return solve(body)
+
+
+def test_an_api_generation_actor_works_on_several_shards_at_once_within_max_concurrency(make_spec, tmp_path):
+    # 2 samples per shard: one shard at a time could never have more than 2 requests in flight
+    counter = _InFlight(0.05)
+    with OpenAIServer(ScriptedPolicy(counter), api_key=KEY) as server:
+        res = evaluate(make_spec(model=api_model(server, tmp_path, max_concurrency=6, cache=False),
+                                 execution={"shard_size": 2, "generation_shards_in_flight": 4}))
+        sent = server.requests
+    assert sent == 40 and res.metrics["exact_match"].mean == 1.0 and res.metrics["exact_match"].n == 40
+    assert 2 < counter.max <= 6, f"requests in flight at once: {counter.max} (want > one shard's 2, <= max_concurrency 6)"
+    # generation time is the actor's busy time, shared between overlapping shards: not 4x the wall time
+    assert 0 < res.perf.generation_s <= res.perf.wall_s
+
+
+def test_runs_sharing_an_api_actor_keep_their_own_settings_with_shards_in_flight(make_spec, arith, tmp_path):
+    from auditkit_ray.pipeline.driver import evaluate_specs
+
+    seen: list[tuple[int, int]] = []
+
+    def reply(body):
+        seen.append((body["max_tokens"], body["seed"]))
+        return solve(body)
+
+    with OpenAIServer(ScriptedPolicy(reply, latency_s=0.01), api_key=KEY) as server:
+        model = api_model(server, tmp_path, max_concurrency=4, cache=False)
+        ex = {"shard_size": 2, "generation_shards_in_flight": 4}
+        a = make_spec("store-a", name="a", model=model, execution=ex, generation={"max_new_tokens": 5}, seed=1)
+        b = make_spec("store-b", name="b", model=model, execution=ex, generation={"max_new_tokens": 9}, seed=2)
+        ra, rb = evaluate_specs([a, b], progress=False)
+    assert len(seen) == 80 and ra.metrics["exact_match"].mean == 1.0 and rb.metrics["exact_match"].mean == 1.0
+    from auditkit_ray.backends.api import _derived_seed
+
+    ids = [f"q{i:03d}" for i in range(40)]
+    want = {(5, _derived_seed(1, i, 0)) for i in ids} | {(9, _derived_seed(2, i, 0)) for i in ids}
+    assert set(seen) == want, "a request went out with the other run's max_tokens or seed"
