@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -44,7 +45,25 @@ def init_ray(address: str | None, execution: Any) -> Any:
             include_dashboard=False,
             **kwargs,
         )
+        atexit.register(_stop_local_monitor)  # runs before Ray's own shutdown (atexit is last in, first out)
     return ray
+
+
+def _stop_local_monitor() -> None:
+    """At exit, kill the autoscaler monitor of the local cluster this
+    process started, before ``ray.shutdown`` does: Ray asks it to stop and
+    waits a full second for it (serially, before the rest), and a local
+    cluster has nothing for it to scale. Ray's own shutdown does the rest."""
+    try:
+        import ray._private.worker as rw
+
+        node = getattr(rw, "_global_node", None)
+        for info in (getattr(node, "all_processes", None) or {}).get("monitor", []):
+            if info.process.poll() is None:
+                info.process.kill()
+                info.process.wait(timeout=5)
+    except Exception:  # noqa: BLE001 - another Ray layout: its shutdown does it, a second slower
+        pass
 
 
 def _quiet_ray_data() -> None:
