@@ -242,6 +242,8 @@ def _normalise_logprobs(choice: dict[str, Any], chat: bool) -> list[dict[str, An
 class APIBackend(Backend):
     #: the backend can report top log-probabilities (judges ask for them)
     supports_logprobs = True
+    #: concurrent generate() calls share one event loop, session and request limit
+    thread_safe = True
 
     def __init__(self, spec: Any, generation: Any, seed: int = 0) -> None:
         super().__init__(spec, generation, seed)

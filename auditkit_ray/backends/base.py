@@ -33,6 +33,9 @@ class Request:
 class Backend(ABC):
     #: true when the backend wants a GPU (the pipeline requests ``num_gpus`` for it)
     uses_gpu: bool = False
+    #: true when generate() may be called from several threads at once (a generation actor with
+    #: several shards in flight); otherwise the actor makes one call at a time and overlaps the rest
+    thread_safe: bool = False
 
     def __init__(self, spec: Any, generation: Any, seed: int = 0) -> None:
         self.spec = spec

@@ -196,9 +196,11 @@ class _SettingsGate:
 
 class GenerateStage:
     """May run several shards at once (``execution.generation_shards_in_flight``,
-    in a threaded actor): the backend loads once, shards with other
-    generation settings wait their turn, and each shard's generation time
-    is its share of the actor's busy time."""
+    in a threaded actor): the backend loads once; its calls overlap only if
+    it is ``thread_safe`` (the api backend), else they take turns while the
+    shards' other work (payloads, Parquet writes) overlaps; shards with other
+    generation settings wait their turn; and each shard's generation time is
+    its share of the actor's busy time."""
 
     def __init__(self, runs: dict[str, tuple[str, ResultStore, RunLayout]], threads: int = 1) -> None:
         self.ctx = RunContext(runs)
@@ -206,6 +208,7 @@ class GenerateStage:
         self.backend = None
         self.worker = worker_info()
         self._load_lock = threading.Lock()
+        self._call_lock = threading.Lock()
         self._gate = _SettingsGate()
         self._clock = _SharedClock()
 
@@ -226,7 +229,11 @@ class GenerateStage:
         if self._gate.enter(json.dumps([spec.generation.model_dump(mode="json"), spec.seed], sort_keys=True)):
             backend.generation, backend.seed = spec.generation, spec.seed
         try:
-            gens = backend.run(requests)
+            if getattr(backend, "thread_safe", False):
+                gens = backend.run(requests)
+            else:  # a model in the actor: one call at a time; the shards' other work still overlaps
+                with self._call_lock:
+                    gens = backend.run(requests)
         finally:
             self._gate.leave()
         if len(gens) != len(requests):

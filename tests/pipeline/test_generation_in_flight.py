@@ -1,0 +1,57 @@
+"""A generation actor with several shards in flight (threads of one actor),
+driven in-process: which backend calls may overlap."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from auditkit_ray.backends.base import create_backend
+from auditkit_ray.pipeline.plan import build_plan
+from auditkit_ray.pipeline.stages import GenerateStage
+from auditkit_ray.store.base import open_store
+
+pytestmark = pytest.mark.usefixtures("ray_cluster")  # worker_info() asks Ray for the GPU ids
+
+
+def _run_shards_in_threads(make_spec, thread_safe: bool) -> list[tuple[float, float]]:
+    spec = make_spec(execution={"shard_size": 5, "generation_shards_in_flight": 4})
+    plan = build_plan(spec, open_store(spec.store))
+    stage = GenerateStage({plan.layout.run_fp: (spec.model_dump_json(by_alias=True), plan.store, plan.layout)})
+    backend = create_backend(spec.model, spec.generation, spec.seed)
+    backend.load()
+    backend.thread_safe = thread_safe
+    calls, lock, inner = [], threading.Lock(), backend.run
+
+    def run(requests):
+        t0 = time.perf_counter()
+        time.sleep(0.2)
+        out = inner(requests)
+        with lock:
+            calls.append((t0, time.perf_counter()))
+        return out
+
+    backend.run = run
+    stage.backend = backend
+    payloads = [plan.shard_payloads[i] for i in sorted(plan.shard_payloads)][:4]
+    threads = [threading.Thread(target=stage, args=({"payload": np.array([p], dtype=object)},)) for p in payloads]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(calls) == 4
+    return sorted(calls)
+
+
+def _overlaps(calls: list[tuple[float, float]]) -> int:
+    return sum(1 for (_, end), (start, _) in zip(calls, calls[1:]) if start < end)
+
+
+def test_a_backend_that_is_not_thread_safe_gets_one_call_at_a_time_with_shards_in_flight(make_spec):
+    assert _overlaps(_run_shards_in_threads(make_spec, thread_safe=False)) == 0
+
+
+def test_a_thread_safe_backends_calls_overlap_with_shards_in_flight(make_spec):
+    # the contrast that shows the check above can see an overlap
+    assert _overlaps(_run_shards_in_threads(make_spec, thread_safe=True)) >= 1
