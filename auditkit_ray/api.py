@@ -82,7 +82,12 @@ def samples_table(result: RunResult | str | os.PathLike):
         root, _, rel = path.partition("/runs/")
         store = open_store(root, store_cfg.get("endpoint_url"), store_cfg.get("region"))
         rel = "runs/" + rel
-        tables = [store.read_table(f"{rel}/{name}") for name in store.list(rel) if name.endswith(".parquet")]
+        import io
+
+        import pyarrow.parquet as pq
+
+        names = [name for name in store.list(rel) if name.endswith(".parquet")]
+        tables = [pq.read_table(io.BytesIO(b)) for b in store.read_many(f"{rel}/{name}" for name in names)]
         table = pa.concat_tables(tables)
     else:
         table = pads.dataset(path, format="parquet").to_table()

@@ -14,6 +14,7 @@ from ..config.models import RunSpec
 from ..errors import AuditKitError, RunError, require
 from ..store.base import open_store
 from ..store.db import ExperimentDB
+from ..store.layout import RunLayout
 from .merge import merge
 from .plan import Plan, build_plan
 
@@ -292,7 +293,8 @@ def track(plan: Plan, result: Any, parent_run_id: str | None = None) -> None:
 def finish(plan: Plan, stats: dict[str, Any], wall_s: float, parent_run_id: str | None = None) -> Any:
     """Merge a run's shards into its RunResult and store it."""
     store = plan.store
-    missing = [i for i in range(plan.n_shards) if not store.exists(plan.layout.shard(i))]
+    present = set(store.list(plan.layout.shards_dir))  # one listing, not a request per shard
+    missing = [i for i in range(plan.n_shards) if RunLayout.shard_name(i) not in present]
     if missing:
         raise RunError(f"run {plan.spec.name!r}: shards {missing[:10]} were not written; run again to resume")
     result = merge(plan, store, wall_s=wall_s, generated=stats["generated"], generation_s=stats["generation_s"],

@@ -35,8 +35,9 @@ def iter_rows(store: ResultStore, plan: Plan):
     import pyarrow.parquet as pq
     import io
 
-    for i in range(plan.n_shards):
-        table = pq.read_table(io.BytesIO(store.read_bytes(plan.layout.shard(i))))
+    # a remote store reads the next shards while this one is parsed
+    for data in store.read_many(plan.layout.shard(i) for i in range(plan.n_shards)):
+        table = pq.read_table(io.BytesIO(data))
         cols = [c for c in COLUMNS if c in table.column_names]
         yield from table.sort_by("index").select(cols).to_pylist()
 

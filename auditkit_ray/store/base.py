@@ -11,6 +11,8 @@ import io
 import os
 import uuid
 from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ..errors import ConfigError, RunError
@@ -37,6 +39,33 @@ class ResultStore(ABC):
         """Names of the sub-directories directly under ``prefix``."""
         return []
 
+    #: reads kept in flight by ``read_many`` (a remote store: one request's latency each)
+    prefetch: int = 8
+
+    def read_many(self, rels: Iterable[str]) -> Iterator[bytes]:
+        """The files' bytes in order, the next ``prefetch`` read ahead in
+        threads while the caller works on the current one (memory: at most
+        ``prefetch`` files at once)."""
+        if self.prefetch <= 1:
+            for rel in rels:
+                yield self.read_bytes(rel)
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        todo = iter(rels)
+        with ThreadPoolExecutor(self.prefetch, thread_name_prefix="auditkit-store-read") as pool:
+            ahead: deque = deque()
+            for rel in todo:
+                ahead.append(pool.submit(self.read_bytes, rel))
+                if len(ahead) >= self.prefetch:
+                    break
+            while ahead:
+                data = ahead.popleft().result()
+                nxt = next(todo, None)
+                if nxt is not None:
+                    ahead.append(pool.submit(self.read_bytes, nxt))
+                yield data
+
     @abstractmethod
     def replace(self, rel: str, data: bytes) -> None:
         """Atomically write ``rel``, replacing any earlier version (run JSON, manifests)."""
@@ -59,6 +88,8 @@ class ResultStore(ABC):
 
 
 class LocalStore(ResultStore):
+    prefetch = 1  # a local read is cheap: no threads
+
     def __init__(self, root: str | os.PathLike) -> None:
         self.root = Path(root).absolute()
 

@@ -11,11 +11,14 @@ machine's role, never from the config.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import Any
 
 from ..errors import RunError, require
 from .base import ResultStore
+
+_CLIENT_LOCK = threading.Lock()
 
 RETRYABLE = ("EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ConnectionClosedError")
 
@@ -39,14 +42,20 @@ class S3Store(ResultStore):
     # ------------------------------------------------------------------ plumbing
     def _client(self):
         if self._c is None:
-            boto3 = require("boto3", "s3")
-            from botocore.config import Config
-
-            self._c = boto3.client(
-                "s3", endpoint_url=self.endpoint_url, region_name=self.region,
-                config=Config(retries={"max_attempts": 5, "mode": "standard"}, connect_timeout=5, read_timeout=60),
-            )
+            with _CLIENT_LOCK:  # creating boto3 clients is not thread-safe (read_many reads in threads)
+                if self._c is None:
+                    self._c = self._new_client()
         return self._c
+
+    def _new_client(self):
+        boto3 = require("boto3", "s3")
+        from botocore.config import Config
+
+        return boto3.client(
+            "s3", endpoint_url=self.endpoint_url, region_name=self.region,
+            config=Config(retries={"max_attempts": 5, "mode": "standard"}, connect_timeout=5, read_timeout=60,
+                          max_pool_connections=max(10, self.prefetch)),
+        )
 
     def _key(self, rel: str) -> str:
         return f"{self.prefix}/{rel}" if self.prefix else rel

@@ -95,3 +95,41 @@ def test_store_unreachable_for_a_while_then_back_gives_the_same_result(make_spec
     ref = evaluate(make_spec("ref", model=slow, execution={"shard_size": 2}))
     assert numbers(res) == numbers(ref) and rows(res) == rows(ref)
     proxy.stop()
+
+
+def test_merge_reads_s3_shards_ahead_with_at_most_prefetch_in_flight(make_spec, s3_server, s3_bucket, numbers):
+    import threading
+
+    from auditkit_ray.pipeline.merge import merge
+    from auditkit_ray.pipeline.plan import build_plan
+
+    store = {"path": f"s3://{s3_bucket}/prefetch", "endpoint_url": s3_server["url"]}
+    spec = make_spec(execution={"shard_size": 2}, store=store)
+    res = evaluate(spec)  # 20 shards in the bucket
+
+    class Counting(S3Store):
+        """The real store; its reads are counted (and made as slow as a far endpoint)."""
+
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            self.lock, self.now, self.max, self.reads = threading.Lock(), 0, 0, []
+
+        def read_bytes(self, rel):
+            with self.lock:
+                self.now += 1
+                self.max = max(self.max, self.now)
+            try:
+                time.sleep(0.05)
+                return super().read_bytes(rel)
+            finally:
+                with self.lock:
+                    self.now -= 1
+                    self.reads.append(rel)
+
+    st = Counting(store["path"], endpoint_url=s3_server["url"])
+    plan = build_plan(spec, st)
+    merged = merge(plan, st, wall_s=1.0, generated=0, generation_s=0.0, new_tokens=0)
+    shard_reads = [r for r in st.reads if "/s2/shard-" in r]
+    assert len(shard_reads) == 20, "every shard read once"
+    assert 1 < st.max <= st.prefetch, f"{st.max} reads in flight at once (prefetch {st.prefetch})"
+    assert numbers(merged) == numbers(res)
