@@ -33,6 +33,7 @@ BENCHMARKS = {
     "resume": "bench_resume.py",
     "compare": "bench_compare.py",
     "api": "bench_api.py",
+    "store_reads": "bench_store_reads.py",
 }
 
 
