@@ -87,9 +87,12 @@ def _flip(path: Path) -> None:
 
 
 @SETTINGS
-@given(means=hs.lists(hs.floats(0.01, 0.99, allow_nan=False), min_size=2, max_size=6, unique=True),
+@given(cents=hs.lists(hs.integers(1, 99), min_size=2, max_size=6, unique=True),
        direction=hs.sampled_from(["maximize", "minimize"]))
-def test_swapping_the_direction_of_a_metric_reverses_its_ranking(make_run, means, direction):
+def test_swapping_the_direction_of_a_metric_reverses_its_ranking(make_run, cents, direction):
+    # distinct means a hundredth apart: floats one ulp apart (0.99 and 0.9899999999999999, found by
+    # hypothesis) give equal means after summing, a tie ranked by name in both directions
+    means = [c / 100 for c in cents]
     with tempfile.TemporaryDirectory() as d:
         paths = [make_run(Path(d), f"r{i}", {"m": {"direction": direction, "values": {f"s{j}": mu for j in range(3)}}})
                  for i, mu in enumerate(means)]
