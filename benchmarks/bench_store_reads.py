@@ -19,10 +19,7 @@ equal (checked).
 
 from __future__ import annotations
 
-import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -37,22 +34,6 @@ MODES = {"smoke": (200, 10), "quick": (20_000, 100), "full": (100_000, 64)}
 REPS = 3
 
 
-def start_moto(log: Path) -> tuple[subprocess.Popen, str]:
-    exe = shutil.which("moto_server") or str(Path(sys.executable).parent / "moto_server")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)], stdout=open(log, "w"), stderr=subprocess.STDOUT)
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    return proc, f"http://127.0.0.1:{port}"
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = parser(__doc__.split("\n\n")[0])
     ap.add_argument("--latency-ms", default="0,20", help="added to every read, one pair of measurements each (default %(default)s)")
@@ -62,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     print_machine()
     rec = Recorder("store_reads", a.mode)
     try:
-        import boto3  # noqa: F401
+        import boto3
     except ImportError:
         why = "boto3 is not installed: pip install -e '.[s3]'"
         for name in ("store_reads.latency0ms.merge.prefetch1", "store_reads.latency20ms.merge.prefetch8",
@@ -80,10 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):  # moto takes any credentials; never real ones here
         os.environ[k] = "bench-moto"
     work = with_tmpdir("bench-store-")
-    proc, url = start_moto(work / "moto.log")
-    try:
-        import boto3
+    from auditkit_ray.testing.s3 import start_moto_server
 
+    log = open(work / "moto.log", "w")
+    proc, url, _ = start_moto_server(log)
+    try:
         boto3.client("s3", endpoint_url=url, region_name="us-east-1").create_bucket(Bucket="bench")
         data = write_jsonl(work / "data.jsonl", arith_records(n))
         spec = {"name": "store-reads", "model": {"type": "simulated", "fixed_cost_s": 0.0, "per_token_s": 0.0, "output": "target"},
@@ -134,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+        log.close()
         rmtree(work)
     rec.save(a.json)
     return 0

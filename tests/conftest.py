@@ -1,3 +1,4 @@
+import contextlib
 import os
 import sys
 import textwrap
@@ -16,13 +17,13 @@ import tempfile  # noqa: E402
 
 os.environ["AUDITKIT_RAY_DB"] = os.path.join(tempfile.mkdtemp(prefix="ak-db-"), "experiments.sqlite")
 
-try:  # property tests draw the same examples on every run: CI's verdict does not depend on the draw
+# property tests draw the same examples on every run: CI's verdict does not depend on the draw
+# (hypothesis is a dev extra; the tests that use it import it themselves)
+with contextlib.suppress(ImportError):
     from hypothesis import settings as _hypothesis_settings
 
     _hypothesis_settings.register_profile("auditkit", derandomize=True)
     _hypothesis_settings.load_profile("auditkit")
-except ImportError:  # hypothesis is a dev extra; the tests that use it import it themselves
-    pass
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import logging
 import os
@@ -54,8 +55,9 @@ def _stop_local_monitor() -> None:
     """At exit, kill the autoscaler monitor of the local cluster this
     process started, before ``ray.shutdown`` does: Ray asks it to stop and
     waits a full second for it (serially, before the rest), and a local
-    cluster has nothing for it to scale. Ray's own shutdown does the rest."""
-    try:
+    cluster has nothing for it to scale. Ray's own shutdown does the rest
+    (also when this fails: another Ray layout only costs that second)."""
+    with contextlib.suppress(Exception):
         import ray._private.worker as rw
 
         node = getattr(rw, "_global_node", None)
@@ -63,8 +65,6 @@ def _stop_local_monitor() -> None:
             if info.process.poll() is None:
                 info.process.kill()
                 info.process.wait(timeout=5)
-    except Exception:  # noqa: BLE001 - another Ray layout: its shutdown does it, a second slower
-        pass
 
 
 def _quiet_ray_data() -> None:

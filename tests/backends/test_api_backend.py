@@ -20,6 +20,7 @@ from auditkit_ray.backends.base import Request  # noqa: E402
 from auditkit_ray.config.models import APIBackend as Spec  # noqa: E402
 from auditkit_ray.config.models import GenerationSettings  # noqa: E402
 from auditkit_ray.testing import OpenAIServer, ScriptedPolicy  # noqa: E402
+from inflight import InFlight  # noqa: E402  (tests/support)
 
 KEY = "sk-test-planted-0123456789"
 
@@ -133,20 +134,10 @@ def test_second_run_is_served_from_the_cache_and_a_changed_setting_asks_again(tm
 
 
 def test_concurrency_is_bounded_and_the_rate_limit_holds(tmp_path):
-    lock, state = threading.Lock(), {"now": 0, "max": 0}
-
-    def reply(body):
-        with lock:
-            state["now"] += 1
-            state["max"] = max(state["max"], state["now"])
-        time.sleep(0.1)
-        with lock:
-            state["now"] -= 1
-        return "ok"
-
-    with OpenAIServer(ScriptedPolicy(reply)) as s:
+    counter = InFlight(lambda body: "ok", 0.1)
+    with OpenAIServer(ScriptedPolicy(counter)) as s:
         _backend(s, tmp_path, max_concurrency=2, cache=False).generate(_reqs(6))
-        assert state["max"] == 2
+        assert counter.max == 2
         t0 = time.perf_counter()
         _backend(s, tmp_path, max_concurrency=8, requests_per_second=20, cache=False).generate(
             [Request(sample_id=f"r{i}", prompt=f"other {i}") for i in range(6)])
@@ -290,18 +281,8 @@ def test_answers_are_cached_as_they_arrive_not_when_the_batch_ends(tmp_path):
 
 def test_generate_calls_from_several_threads_share_max_concurrency(tmp_path):
     # a generation actor with shards in flight calls generate() from several threads at once
-    lock, state = threading.Lock(), {"now": 0, "max": 0}
-
-    def reply(body):
-        with lock:
-            state["now"] += 1
-            state["max"] = max(state["max"], state["now"])
-        time.sleep(0.05)
-        with lock:
-            state["now"] -= 1
-        return "reply to " + _last(body)
-
-    with OpenAIServer(ScriptedPolicy(reply)) as s:
+    counter = InFlight(lambda body: "reply to " + _last(body), 0.05)
+    with OpenAIServer(ScriptedPolicy(counter)) as s:
         b = _backend(s, tmp_path, max_concurrency=3, cache=False)
         out: dict[int, list] = {}
         threads = [threading.Thread(target=lambda k=k: out.__setitem__(k, b.generate(
@@ -311,7 +292,7 @@ def test_generate_calls_from_several_threads_share_max_concurrency(tmp_path):
         for t in threads:
             t.join(30)
         b.close()
-    assert state["max"] == 3, f"{state['max']} requests in flight at once; max_concurrency is 3"
+    assert counter.max == 3, f"{counter.max} requests in flight at once; max_concurrency is 3"
     assert all([g.text for g in out[k]] == [f"reply to t{k} q{i}" for i in range(4)] for k in range(4))
 
 

@@ -85,26 +85,11 @@ def numbers():
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory):
     """A real S3-compatible server: moto in server mode on 127.0.0.1."""
-    import shutil
-    import socket
-    import subprocess
-    import time
+    from auditkit_ray.testing.s3 import start_moto_server
 
     pytest.importorskip("boto3", reason="S3 tests need the 's3' extra (make test installs it)")
-    exe = shutil.which("moto_server") or str(Path(sys.executable).parent / "moto_server")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     log = open(tmp_path_factory.mktemp("moto") / "moto.log", "w")
-    proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.1)
+    proc, url, port = start_moto_server(log)
     yield {"url": url, "proc": proc, "port": port}
     proc.terminate()
     proc.wait(timeout=10)

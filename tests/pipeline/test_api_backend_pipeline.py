@@ -14,6 +14,7 @@ pytest.importorskip("aiohttp", reason="the api backend needs the 'api' extra (ai
 
 from auditkit_ray.api import evaluate, samples_table  # noqa: E402
 from auditkit_ray.testing import OpenAIServer, ScriptedPolicy  # noqa: E402
+from inflight import InFlight  # noqa: E402  (tests/support)
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 
@@ -181,29 +182,9 @@ def test_the_api_key_never_reaches_results_table_or_fingerprint(make_spec, tmp_p
         assert KEY.encode() not in b"".join(p.read_bytes() for p in db.parent.glob(db.name + "*"))
 
 
-class _InFlight:
-    """Counts the requests the test server is answering at once."""
-
-    def __init__(self, hold_s: float) -> None:
-        import threading
-
-        self.hold_s, self.lock, self.now, self.max = hold_s, threading.Lock(), 0, 0
-
-    def __call__(self, body: dict) -> str:
-        import time
-
-        with self.lock:
-            self.now += 1
-            self.max = max(self.max, self.now)
-        time.sleep(self.hold_s)
-        with self.lock:
-            self.now -= 1
-        return solve(body)
-
-
 def test_an_api_generation_actor_works_on_several_shards_at_once_within_max_concurrency(make_spec, tmp_path):
     # 2 samples per shard: one shard at a time could never have more than 2 requests in flight
-    counter = _InFlight(0.05)
+    counter = InFlight(solve, 0.05)
     with OpenAIServer(ScriptedPolicy(counter), api_key=KEY) as server:
         res = evaluate(make_spec(model=api_model(server, tmp_path, max_concurrency=6, cache=False),
                                  execution={"shard_size": 2, "generation_shards_in_flight": 4}))
