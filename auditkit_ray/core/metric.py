@@ -215,23 +215,31 @@ class Metric(ABC):
                 todo.append(i)
         if todo:
             batch = [items[i] for i in todo]
-            try:
-                results = self.score_batch(batch)
-                if len(results) != len(batch):
-                    raise ValueError(f"score_batch returned {len(results)} results for {len(batch)} items")
-            except Exception as exc:  # noqa: BLE001 - row errors become data
-                if len(batch) == 1:
-                    results = [exc]
-                else:  # isolate the failing items
-                    results = []
-                    for item in batch:
-                        try:
-                            results.append(self.score(*item))
-                        except Exception as e:  # noqa: BLE001
-                            results.append(e)
+            if type(self).score_batch is Metric.score_batch:
+                # per item anyway: one item's exception (missing evidence) must not send the
+                # whole batch round again
+                results = [self._try_score(item) for item in batch]
+            else:
+                try:
+                    results = self.score_batch(batch)
+                    if len(results) != len(batch):
+                        raise ValueError(f"score_batch returned {len(results)} results for {len(batch)} items")
+                except Exception as exc:  # noqa: BLE001 - row errors become data
+                    # isolate the failing items
+                    results = [exc.with_traceback(None)] if len(batch) == 1 else [self._try_score(item) for item in batch]
             for i, res in zip(todo, results):
                 out[i] = self._normalise(res)
         return [o or [] for o in out]
+
+    def _try_score(self, item: tuple[Sample, Generation, dict]) -> Any:
+        """``score`` on one item, its exception returned as the result. The
+        traceback is dropped: kept, it would tie the caller's frame (and every
+        sample of the batch) into a reference cycle that only the cyclic
+        garbage collector frees."""
+        try:
+            return self.score(*item)
+        except Exception as exc:  # noqa: BLE001 - row errors become data
+            return exc.with_traceback(None)
 
     def _normalise(self, res: Any) -> list[Score]:
         if isinstance(res, MissingEvidence):

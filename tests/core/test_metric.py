@@ -140,3 +140,48 @@ def test_non_degenerate_flags_empty_and_repetitive_outputs():
     assert m.evaluate(s, Generation(text="a b c d e"), {})[0].value == 1.0
     assert m.evaluate(s, Generation(text="go go go go go go go go"), {})[0].value == 0.0
     assert m.evaluate(s, Generation(text=""), {})[0].value == 0.0
+
+
+class AbstainsOnOdd(Metric):
+    """Counts its calls; missing evidence for odd sample ids."""
+
+    name = "abstains_on_odd"
+    direction = Direction.MAXIMIZE
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.calls = []
+
+    def score(self, sample, generation, context):
+        self.calls.append(sample.id)
+        if int(sample.id) % 2:
+            raise MissingEvidence("odd")
+        return Score.scored(self.name, 1.0)
+
+
+def test_one_items_missing_evidence_does_not_score_the_rest_of_the_batch_again():
+    m = AbstainsOnOdd()
+    items = [(Sample(id=str(i), input="q"), Generation(text="x"), {}) for i in range(6)]
+    out = m.evaluate_batch(items)
+    assert m.calls == [str(i) for i in range(6)]  # each item once, in order
+    assert [s.status for [s] in out] == [Status.SCORED, Status.UNKNOWN] * 3
+
+
+def test_a_batch_with_missing_evidence_leaves_no_reference_cycle_holding_its_samples():
+    import gc
+    import weakref
+
+    m = AbstainsOnOdd()
+    gc.collect()
+    was = gc.isenabled()
+    gc.disable()  # as in the scoring stages: only reference counting may free the batch
+    try:
+        sample = Sample(id="1", input="q")
+        ref = weakref.ref(sample)
+        [[score]] = m.evaluate_batch([(sample, Generation(text="x"), {})])
+        assert score.status is Status.UNKNOWN and score.reason == "odd"
+        del sample
+        assert ref() is None, "the caught exception's traceback keeps the sample alive until a cyclic collection"
+    finally:
+        if was:
+            gc.enable()
