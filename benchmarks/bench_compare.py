@@ -85,11 +85,11 @@ def write_runs(n_runs: int, n: int, data: Path, store: Path) -> None:
         skill = 0.35 + 0.01 * r
         for i in range(plan.n_shards):
             chunk = range(i * shard_size, min(n, (i + 1) * shard_size))
-            items, gens, scores = [], [], []
+            items, targets, gens, scores = [], [], [], []
             for k in chunk:
                 f1 = round(min(1.0, max(0.0, skill + 0.5 * (difficulty[k] - 0.5) + rng.gauss(0, 0.15))), 4)
-                items.append({"sample": {"id": recs[k]["id"], "target": recs[k]["answer"]},
-                              "request": {"sample_id": recs[k]["id"], "prompt": recs[k]["question"], "repeat": 0}})
+                items.append({"request": {"sample_id": recs[k]["id"], "prompt": recs[k]["question"], "repeat": 0}})
+                targets.append(recs[k]["answer"])
                 gens.append({"text": f"answer {recs[k]['answer']}", "raw_text": f"answer {recs[k]['answer']}",
                              "completion_tokens": 2, "token_source": "tokenizer", "latency_s": 0.01,
                              "latency_scope": "batch", "finish_reason": "stop"})
@@ -98,7 +98,7 @@ def write_runs(n_runs: int, n: int, data: Path, store: Path) -> None:
                     {"name": "token_f1", "value": f1, "status": "scored", "reason": None, "metadata": {}},
                     {"name": "non_degenerate", "value": 1.0, "status": "scored", "reason": None, "metadata": {}},
                 ])
-            table = run_table(i, items, gens, [{}] * len(items), scores, {"host": "bench", "pid": 0})
+            table = run_table(i, items, targets, gens, [{}] * len(items), scores, {"host": "bench", "pid": 0})
             plan.store.write_table(plan.layout.shard(i), table)
 
 

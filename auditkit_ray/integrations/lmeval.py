@@ -271,6 +271,7 @@ def _direct_result(out: dict, task: Any, tname: str, ident: dict, fp: str, *, wa
         d["per_filter"][ex["filter"]] = {m: ex[m] for m in ex["metrics"]}
         d["filtered"][ex["filter"]] = ex["filtered_resps"][0] if generate else None
     items: list[dict] = []
+    targets: list[str] = []
     gens: list[dict] = []
     scores: list[list[dict]] = []
     per_doc: list[list[dict]] = []
@@ -289,13 +290,14 @@ def _direct_result(out: dict, task: Any, tname: str, ident: dict, fp: str, *, wa
         doc = [s.model_dump(mode="json") for s in doc_scores(task, d["per_filter"], d["filtered"], raw)]
         per_doc.append(doc)
         for k, (req, gen) in enumerate(rows):
-            items.append({"request": req, "sample": {"target": target}})
+            items.append({"request": req})
+            targets.append(target)
             gens.append(gen)
             scores.append(doc if k == 0 else [])
     n_docs = len(by_doc)
     layout = RunLayout(fp, fp, max(1, n_docs))
     worker = {"engine": "lm_eval", "host": socket.gethostname(), "pid": os.getpid(), "scored_at": time.time()}
-    table = tables.run_table(0, items, gens, [{} for _ in items], scores, worker)
+    table = tables.run_table(0, items, targets, gens, [{} for _ in items], scores, worker)
     store.replace(layout.shard(0), _table_bytes(table))
     store.replace(layout.manifest, json.dumps({"name": tname, "fingerprint": fp, "engine": "lm_eval", "n_shards": 1,
                                                "shard_size": layout.shard_size, "n_samples": n_docs, "state": "complete"},

@@ -18,6 +18,7 @@ from ..store.db import ExperimentDB
 from ..store.layout import RunLayout
 from .merge import merge
 from .plan import Plan, build_plan
+from .rows import unpack
 
 log = logging.getLogger("auditkit_ray")
 
@@ -146,7 +147,8 @@ def model_key(spec: RunSpec) -> str:
 def run_pipeline(plans: list[Plan], address: str | None, progress: bool) -> dict[str, dict[str, Any]]:
     """One streaming pipeline over the pending shards of runs that share a
     model. Returns per-run generation statistics keyed by run fingerprint."""
-    stats = {p.layout.run_fp: {"generated": 0, "generation_s": 0.0, "new_tokens": 0, "model_size": None} for p in plans}
+    stats = {p.layout.run_fp: {"generated": 0, "generation_s": 0.0, "new_tokens": 0, "model_size": None, "tallies": {}}
+             for p in plans}
     pending = [(p, i) for p in plans for i in p.pending]
     if not pending:
         return stats
@@ -161,7 +163,7 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool) -> dict
     from .stages import GenerateStage, RetrieveStage, ScoreStage, load_cached_generations, pools_needed
 
     runs = {p.layout.run_fp: (p.spec.model_dump_json(by_alias=True), p.store, p.layout) for p in plans}
-    items = [{"shard": i, "payload": p.shard_payloads[i]} for p, i in pending]
+    items = [{"shard": i, **p.shard_payloads[i]} for p, i in pending]
     ds = ray.data.from_items(items, override_num_blocks=len(items))
     del items
     for p in plans:
@@ -226,8 +228,9 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool) -> dict
     bar = _Progress(name, sum(p.n_shards for p in plans), sum(len(p.done) for p in plans), progress)
     try:
         for row in ds.iter_rows():
-            info = json.loads(row["payload"])
+            info = unpack(row["payload"])
             bar.update(info["n"])
+            stats[info["run"]]["tallies"][info["shard"]] = info["tally"]  # the shard's rows, tallied by its scorer
             if info["generated"]:
                 st = stats[info["run"]]
                 st["generated"] += info["n"]
@@ -298,7 +301,7 @@ def finish(plan: Plan, stats: dict[str, Any], wall_s: float, parent_run_id: str 
     if missing:
         raise RunError(f"run {plan.spec.name!r}: shards {missing[:10]} were not written; run again to resume")
     result = merge(plan, store, wall_s=wall_s, generated=stats["generated"], generation_s=stats["generation_s"],
-                   new_tokens=stats["new_tokens"], model_size=stats.get("model_size"))
+                   new_tokens=stats["new_tokens"], model_size=stats.get("model_size"), tallies=stats.get("tallies"))
     track(plan, result, parent_run_id=parent_run_id)
     store.replace(plan.layout.result, result.to_json().encode("utf-8"))
     if plan.spec.tracking.index:

@@ -1,24 +1,29 @@
 """Driver merge: per-sample shards -> RunResult.
 
 Summaries come from the stored rows only, so a resumed run and an
-uninterrupted one give the same numbers; rows are ordered by (shard, index),
-whatever order the actors finished in.
+uninterrupted one give the same numbers. Each shard's rows are tallied
+(``ShardTally``) in (shard, index) order, by the scoring actor that wrote
+them or, for a shard written by an earlier run, by the driver from the
+stored file; the tallies are then combined in shard order, whatever order
+the actors finished in.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Iterable
 
 from .._version import __version__
 from ..core.gcpause import gc_paused
 from ..config.identity import dataset_fingerprint, model_identity, redacted_config
 from ..core.registry import build_metric
+from ..core.aggregate import MeanStats
 from ..core.summary import Accumulator
 from ..core.result import Perf, RunResult, SampleError, TokenUsage
-from ..core.types import Score
+from ..core.types import Score, Status
 from ..store.base import ResultStore
 from .plan import Plan
 
@@ -29,17 +34,18 @@ COLUMNS = ["sample_id", "error", "scores", "latency_s", "latency_scope", "prompt
            "gen_metadata"]
 
 
-def iter_rows(store: ResultStore, plan: Plan):
-    """Per-sample rows of a run, shard by shard in shard order (memory bounded
-    by one shard, whatever the run's size)."""
+def iter_rows(store: ResultStore, plan: Plan, shards: Iterable[int] | None = None):
+    """Per-sample rows of a run (or of the given shards), shard by shard in
+    shard order (memory bounded by one shard, whatever the run's size)."""
     import pyarrow.parquet as pq
     import io
 
     # a remote store reads the next shards while this one is parsed
-    for data in store.read_many(plan.layout.shard(i) for i in range(plan.n_shards)):
+    todo = range(plan.n_shards) if shards is None else shards
+    for data in store.read_many(plan.layout.shard(i) for i in todo):
         table = pq.read_table(io.BytesIO(data))
         cols = [c for c in COLUMNS if c in table.column_names]
-        yield from table.sort_by("index").select(cols).to_pylist()
+        yield table.sort_by("index").select(cols).to_pylist()
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -51,54 +57,144 @@ def _percentile(values: list[float], q: float) -> float | None:
     return values[lo] + (values[hi] - values[lo]) * (k - lo)
 
 
-@gc_paused()
-def merge(plan: Plan, store: ResultStore, *, wall_s: float, generated: int, generation_s: float, new_tokens: int, model_size: int | None = None) -> RunResult:
-    spec = plan.spec
-    n_rows = 0
-    cost: float | None = None
-    retries = cached = 0
+@dataclass
+class ShardTally:
+    """What the run's summary needs from one shard's rows. The scoring actor
+    that writes a shard tallies it from the rows it writes; the driver
+    tallies a shard it did not see scored (a resumed run) from the stored
+    file, with the same code. Tallies combine in shard order, so a run's
+    numbers do not depend on which actor scored what, or when."""
 
-    metric_objs = []
+    n_rows: int = 0
+    stats: dict[str, MeanStats] = field(default_factory=dict)
+    corpus: dict[str, list[float]] = field(default_factory=dict)
+    errors: list[tuple[str, str, str]] = field(default_factory=list)  # (sample_id, stage, message), the first listed
+    error_count: int = 0
+    latencies: list[float] = field(default_factory=list)
+    scopes: set[str] = field(default_factory=set)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    token_source: str | None = None
+    cost: float | None = None
+    retries: int = 0
+    cached: int = 0
+
+    @classmethod
+    def of_rows(cls, rows: Iterable[dict[str, Any]], corpus_metrics: dict[str, Any]) -> "ShardTally":
+        """Tally rows with ``COLUMNS``; ``scores`` and ``gen_metadata`` parsed
+        (a list of Scores or of their stored dicts, a dict). ``corpus_metrics``:
+        output name -> metric, for the metrics whose summary is a corpus
+        statistic."""
+        t = cls()
+        corpus, errors = t.corpus, t.errors
+        values: dict[str, list[float]] = {}
+        counts: dict[str, dict[Status, int]] = {}
+        for row in rows:
+            t.n_rows += 1
+            if row["error"]:
+                t.error_count += 1
+                if len(errors) < MAX_LISTED_ERRORS:
+                    errors.append((row["sample_id"], "generation", row["error"]))
+            for sc in row["scores"]:
+                if type(sc) is dict:
+                    sc = Score.read_json_dict(sc)
+                name, status = sc.name, sc.status
+                c = counts.get(name)
+                if c is None:
+                    c = counts[name] = dict.fromkeys(Status, 0)
+                    values[name] = []
+                c[status] += 1
+                if status is Status.SCORED:
+                    values[name].append(sc.value)
+                    m = corpus_metrics.get(name)
+                    if m is not None:
+                        vals = [float(x) for x in sc.metadata.get("stats") or []]
+                        corpus[name] = m.combine(corpus[name], vals) if name in corpus else vals
+                elif status is Status.ERROR and not row["error"] and len(errors) < MAX_LISTED_ERRORS:
+                    errors.append((row["sample_id"], f"metric:{name}", sc.reason or ""))
+            if row["latency_s"] is not None:
+                t.latencies.append(row["latency_s"])
+                t.scopes.add(row["latency_scope"] or "batch")
+            t.prompt_tokens += row["prompt_tokens"] or 0
+            t.completion_tokens += row["completion_tokens"] or 0
+            t.token_source = t.token_source or row["token_source"]
+            meta = row["gen_metadata"]
+            if meta.get("cost") is not None:
+                t.cost = (t.cost or 0.0) + float(meta["cost"])
+            t.retries += int(meta.get("retries") or 0)
+            t.cached += bool(meta.get("cached"))
+        for name, c in counts.items():  # sums exactly rounded (fsum): the same whatever the order of the values
+            vals = values[name]
+            t.stats[name] = MeanStats(n=len(vals), total=math.fsum(vals), total_sq=math.fsum([v * v for v in vals]),
+                                      binary=set(vals) <= {0.0, 1.0}, counts={st.value: k for st, k in c.items()})
+        return t
+
+
+def corpus_metrics(metrics: Iterable[Any]) -> dict[str, Any]:
+    return {m.output_name: m for m in metrics if m.aggregation == "corpus"}
+
+
+def run_metrics(spec: Any) -> list[Any]:
+    out = []
     for m in spec.metrics:
         params = dict(m.params)
         if m.on is not None:
             params["on"] = m.on
-        metric_objs.append(build_metric(m.name, params, m.as_))
+        out.append(build_metric(m.name, params, m.as_))
+    return out
+
+
+def tally_stored(store: ResultStore, plan: Plan, shards: list[int], metrics: list[Any]) -> dict[int, ShardTally]:
+    """Tally stored shards (those no actor tallied in this run)."""
+    corpus = corpus_metrics(metrics)
+    out = {}
+    for i, rows in zip(shards, iter_rows(store, plan, shards)):
+        for row in rows:
+            row["scores"] = json.loads(row["scores"])
+            row["gen_metadata"] = json.loads(row.get("gen_metadata") or "{}")
+        out[i] = ShardTally.of_rows(rows, corpus)
+    return out
+
+
+@gc_paused()
+def merge(plan: Plan, store: ResultStore, *, wall_s: float, generated: int, generation_s: float, new_tokens: int,
+          model_size: int | None = None, tallies: dict[int, ShardTally] | None = None) -> RunResult:
+    """The run's RunResult from its shards' tallies: those the scoring actors
+    sent (``tallies``), the rest read from the store."""
+    spec = plan.spec
+    metric_objs = run_metrics(spec)
+    tallies = dict(tallies or {})
+    tallies.update(tally_stored(store, plan, [i for i in range(plan.n_shards) if i not in tallies], metric_objs))
 
     acc = Accumulator(metric_objs)
-    errors: list[SampleError] = []
-    error_count = 0
-    latencies: list[float] = []
-    scopes: set[str] = set()
-    tokens = TokenUsage()
-    for row in iter_rows(store, plan):
-        n_rows += 1
-        if row["error"]:
-            error_count += 1
-            if len(errors) < MAX_LISTED_ERRORS:
-                errors.append(SampleError(sample_id=row["sample_id"], stage="generation", message=row["error"]))
-        for sd in json.loads(row["scores"]):
-            s = Score.read_json_dict(sd)
-            acc.add(s)
-            if s.status.value == "error" and not row["error"] and len(errors) < MAX_LISTED_ERRORS:
-                errors.append(SampleError(sample_id=row["sample_id"], stage=f"metric:{s.name}", message=s.reason or ""))
-        if row["latency_s"] is not None:
-            latencies.append(row["latency_s"])
-            scopes.add(row["latency_scope"] or "batch")
-        tokens.prompt += row["prompt_tokens"] or 0
-        tokens.completion += row["completion_tokens"] or 0
-        tokens.source = tokens.source or row["token_source"]
-        meta = json.loads(row.get("gen_metadata") or "{}")
-        if meta.get("cost") is not None:
-            cost = (cost or 0.0) + float(meta["cost"])
-        retries += int(meta.get("retries") or 0)
-        cached += bool(meta.get("cached"))
+    total = ShardTally()
+    for i in range(plan.n_shards):  # in shard order, whoever tallied what
+        t = tallies[i]
+        for name, st in t.stats.items():
+            acc.stats[name] = acc.stats[name].merge(st) if name in acc.stats else st
+        for name, vals in t.corpus.items():
+            acc.corpus[name] = acc.metrics[name].combine(acc.corpus[name], vals) if name in acc.corpus else list(vals)
+        total.n_rows += t.n_rows
+        total.errors.extend(t.errors[: MAX_LISTED_ERRORS - len(total.errors)])
+        total.error_count += t.error_count
+        total.latencies.extend(t.latencies)
+        total.scopes |= t.scopes
+        total.prompt_tokens += t.prompt_tokens
+        total.completion_tokens += t.completion_tokens
+        total.token_source = total.token_source or t.token_source
+        if t.cost is not None:
+            total.cost = (total.cost or 0.0) + t.cost
+        total.retries += t.retries
+        total.cached += t.cached
     summaries = acc.summaries()
+    errors = [SampleError(sample_id=sid, stage=stage, message=msg) for sid, stage, msg in total.errors]
+    tokens = TokenUsage(prompt=total.prompt_tokens, completion=total.completion_tokens, source=total.token_source)
+    latencies, scopes = total.latencies, total.scopes
 
     perf = Perf(
         wall_s=wall_s,
         generation_s=generation_s or None,
-        samples=n_rows,
+        samples=total.n_rows,
         generated=generated,
         throughput_samples_per_s=(generated / wall_s) if generated and wall_s else None,
         tokens_per_s=(new_tokens / wall_s) if new_tokens and wall_s else None,
@@ -107,9 +203,9 @@ def merge(plan: Plan, store: ResultStore, *, wall_s: float, generated: int, gene
         latency_p99_s=_percentile(latencies, 0.99),
         latency_scope="request" if scopes == {"request"} else ("batch" if scopes else None),
         model_size_bytes=model_size,
-        cost=cost,
-        retries=retries,
-        cached=cached,
+        cost=total.cost,
+        retries=total.retries,
+        cached=total.cached,
     )
     return RunResult(
         run_id=plan.layout.run_fp[:16],
@@ -124,7 +220,7 @@ def merge(plan: Plan, store: ResultStore, *, wall_s: float, generated: int, gene
         perf=perf,
         tokens=tokens,
         errors=errors,
-        error_count=error_count,
+        error_count=total.error_count,
         samples_path=store.uri(plan.layout.shards_dir),
         backend=_backend_identity(spec),
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -8,7 +8,6 @@ half-written.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ from ..data.readers import load_samples, read_records
 from ..errors import ConfigError
 from ..store.base import ResultStore
 from ..store.layout import RunLayout
+from .rows import pack
 
 
 @dataclass
@@ -32,7 +32,8 @@ class Plan:
     samples: list[Sample]
     layout: RunLayout
     n_shards: int
-    shard_payloads: dict[int, str] = field(default_factory=dict)
+    #: pending shard -> its row for the pipeline (``rows.COLUMNS``, packed)
+    shard_payloads: dict[int, dict[str, bytes]] = field(default_factory=dict)
     done: set[int] = field(default_factory=set)
     cached_generations: set[int] = field(default_factory=set)
     #: true when some shard was pending at planning time (there was work to do)
@@ -157,6 +158,7 @@ def build_plan(spec: RunSpec, store: ResultStore) -> Plan:
     for i in range(n_shards):
         chunk = list(zip(samples[i * size : (i + 1) * size], raws[i * size : (i + 1) * size]))
         items: list[dict[str, Any]] = []
+        item_samples: list[Sample] = []
         for sample, raw in chunk:
             prompt = check_rag_template(spec, sample, raw) if spec.retrieval else adapter.build(sample, raw)
             base = {
@@ -168,8 +170,10 @@ def build_plan(spec: RunSpec, store: ResultStore) -> Plan:
             extra = {"record": raw} if spec.retrieval else {}
             for variant in _request_variants(spec, sample, raw):
                 for r in range(spec.repeats):
-                    items.append({"sample": sample.model_dump(mode="json"), "request": {**base, **variant, "repeat": r}, **extra})
+                    items.append({"request": {**base, **variant, "repeat": r}, **extra})
+                    item_samples.append(sample)
         if i not in plan.done:
             plan.shard_payloads_built = True
-            plan.shard_payloads[i] = json.dumps({"run": layout.run_fp, "shard": i, "items": items}, ensure_ascii=False)
+            plan.shard_payloads[i] = {"payload": pack({"run": layout.run_fp, "shard": i, "items": items}),
+                                      "samples": pack(item_samples)}
     return plan

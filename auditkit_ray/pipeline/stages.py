@@ -23,11 +23,12 @@ import numpy as np
 from ..backends.base import Request, create_backend
 from ..config.models import RunSpec
 from ..core.gcpause import gc_paused
-from ..core.types import Generation, Sample, jsonable
+from ..core.types import Generation, Sample
 from ..errors import AuditKitError, RunError
 from ..store.base import ResultStore
 from ..store.layout import RunLayout
 from . import tables
+from .rows import pack, unpack
 
 
 def worker_info() -> dict[str, Any]:
@@ -42,14 +43,24 @@ def worker_info() -> dict[str, Any]:
     return info
 
 
-def _rows(batch: dict[str, Any]) -> list[str]:
-    return [str(p) for p in batch["payload"]]
+def _rows(batch: dict[str, Any]) -> list[tuple[dict, bytes]]:
+    """Each row's shard (unpacked) and its samples (still packed: a stage
+    that does not read them passes them on as they are)."""
+    return [(unpack(p), s) for p, s in zip(batch["payload"], batch["samples"])]
 
 
-def _out(payloads: list[dict]) -> dict[str, np.ndarray]:
+def _objects(values: list[Any]) -> np.ndarray:
+    """A 1-d object array (``np.array`` would make bytes a fixed-width dtype)."""
+    arr = np.empty(len(values), dtype=object)
+    arr[:] = values
+    return arr
+
+
+def _out(shards: list[dict], samples: list[bytes]) -> dict[str, np.ndarray]:
     return {
-        "shard": np.array([p["shard"] for p in payloads], dtype=np.int64),
-        "payload": np.array([json.dumps(p, ensure_ascii=False, default=jsonable) for p in payloads], dtype=object),
+        "shard": np.array([p["shard"] for p in shards], dtype=np.int64),
+        "payload": _objects([pack(p) for p in shards]),
+        "samples": _objects(samples),
     }
 
 
@@ -89,12 +100,12 @@ class RetrieveStage:
                 self._indexes[key] = (make_retriever(r.retriever, corpus, r.params), corpus)
         return self._indexes[key]
 
-    def retrieve_item(self, spec: RunSpec, item: dict) -> None:
+    def retrieve_item(self, spec: RunSpec, item: dict, given_sample: Sample) -> Sample:
         from ..adapters.prompt import render
 
         r = spec.retrieval
         retriever, corpus = self._index(spec)
-        record, sample = item["record"], item["sample"]
+        record, sample = item["record"], given_sample.model_dump(mode="json")
         if retriever is None:
             given = sorted(sample.get("retrieved_contexts") or [],
                            key=lambda c: (c.get("rank", 1e9), -(c.get("score") or 0.0)))[: r.k]
@@ -121,18 +132,19 @@ class RetrieveStage:
             item["request"]["prompt"] = [{"role": "user", "content": prompt}]
         else:
             item["request"]["prompt"] = f"{spec.prompt.system}\n\n{prompt}" if spec.prompt.system else prompt
+        return Sample.model_validate(sample)
 
     @gc_paused()
     def __call__(self, batch: dict[str, Any]) -> dict[str, np.ndarray]:
-        out = []
-        for payload in _rows(batch):
-            shard = json.loads(payload)
+        out, cells = [], []
+        for shard, cell in _rows(batch):
             spec = self.ctx.specs[shard["run"]]
             if spec.retrieval is not None:
-                for item in shard["items"]:
-                    self.retrieve_item(spec, item)
+                samples = unpack(cell)
+                cell = pack([self.retrieve_item(spec, item, s) for item, s in zip(shard["items"], samples)])
             out.append(shard)
-        return _out(out)
+            cells.append(cell)
+        return _out(out, cells)
 
 
 class _SharedClock:
@@ -306,9 +318,9 @@ class GenerateStage:
 
     @gc_paused()
     def __call__(self, batch: dict[str, Any]) -> dict[str, np.ndarray]:
-        out = []
-        for payload in _rows(batch):
-            shard = json.loads(payload)
+        out, cells = [], []
+        for shard, cell in _rows(batch):
+            cells.append(cell)
             key, i = shard["run"], shard["shard"]
             spec, store, layout = self.ctx.specs[key], self.ctx.stores[key], self.ctx.layouts[key]
             rel = layout.gen_shard(i)
@@ -328,22 +340,22 @@ class GenerateStage:
             if self.backend is not None:
                 shard["model_size_bytes"] = self.backend.model_size_bytes()
             out.append(shard)
-        return _out(out)
+        return _out(out, cells)
 
 
 @gc_paused()
 def load_cached_generations(batch: dict[str, Any], runs: dict[str, tuple[str, ResultStore, RunLayout]]) -> dict[str, np.ndarray]:
     """Used instead of GenerateStage when every pending shard's outputs are
     already stored: no model is loaded, no GPU requested."""
-    out = []
-    for payload in _rows(batch):
-        shard = json.loads(payload)
+    out, cells = [], []
+    for shard, cell in _rows(batch):
         _, store, layout = runs[shard["run"]]
         shard["generations"] = tables.generations_from_table(store.read_table(layout.gen_shard(shard["shard"])))
         shard["generated"] = False
         shard["worker"] = worker_info()
         out.append(shard)
-    return _out(out)
+        cells.append(cell)
+    return _out(out, cells)
 
 
 POOLS = ("checks", "judges", "oracles")
@@ -357,31 +369,35 @@ class ScoreStage:
         self.ctx = RunContext(runs)
         self.pool = pool
         self.final = final
-        self._scorers: dict[str, tuple[list, list]] = {}
+        self._scorers: dict[str, tuple[list, list, dict]] = {}
 
-    def _scorer(self, key: str) -> tuple[list, list]:
+    def _scorer(self, key: str) -> tuple[list, list, dict]:
+        """The run's annotators, this pool's metrics, and (for the tally) the
+        run's corpus metrics, whichever pool scores them."""
         if key not in self._scorers:
             from ..annotators.extract import build_annotator
+            from .merge import corpus_metrics
 
             spec = self.ctx.specs[key]
             annotators = [(a.name, build_annotator(a)) for a in spec.annotators]
-            metrics = [m for m in build_metrics(spec) if m.pool_name() == self.pool]
-            self._scorers[key] = (annotators, metrics)
+            every = build_metrics(spec)
+            self._scorers[key] = (annotators, [m for m in every if m.pool_name() == self.pool], corpus_metrics(every))
         return self._scorers[key]
 
-    def score_shard(self, shard: dict) -> dict:
+    def score_shard(self, shard: dict, samples: list[Sample]) -> dict:
         from ..annotators.extract import apply_annotators_batch
 
         key = shard["run"]
-        annotators, metrics = self._scorer(key)
+        annotators, metrics, corpus = self._scorer(key)
         items = shard["items"]
         gens = [Generation.model_validate(g) for g in shard["generations"]]
-        samples = [Sample.model_validate(it["sample"]) for it in items]
         if "annotations" not in shard:
             shard["annotations"] = apply_annotators_batch(annotators, gens, [it["request"]["sample_id"] for it in items])
         annotations = shard["annotations"]
         contexts = [{"annotations": a, "prompt": it["request"]["prompt"], "repeat": it["request"]["repeat"]} for a, it in zip(annotations, items)]
         per_item: list[list[dict]] = shard.get("scores") or [[] for _ in items]
+        # the same scores as objects (this pool's as scored, earlier pools' as their dicts), for the tally
+        as_scored: list[list[Any]] = [list(p) for p in per_item] if self.final else []
         batch = list(zip(samples, gens, contexts))
         groups: dict[str, list[int]] = {}
         for k, it in enumerate(items):
@@ -393,16 +409,22 @@ class ScoreStage:
                 for ks, scores in zip(order, results):
                     head = min(ks, key=lambda k: items[k]["request"]["repeat"])
                     per_item[head].extend(s.to_json_dict() for s in scores)
+                    if self.final:
+                        as_scored[head].extend(scores)
                 continue
             for k, scores in enumerate(metric.evaluate_batch(batch)):
                 per_item[k].extend(s.to_json_dict() for s in scores)
+                if self.final:
+                    as_scored[k].extend(scores)
         shard["scores"] = per_item
         if not self.final:
             return shard
         timing = {"generated_at": shard.get("generated_at"), "scored_at": time.time(), "scored_by": os.getpid()}
-        table = tables.run_table(shard["shard"], items, shard["generations"], annotations, per_item, {**shard["worker"], **timing})
+        table = tables.run_table(shard["shard"], items, [s.target for s in samples], shard["generations"], annotations, per_item,
+                                 {**shard["worker"], **timing})
         self.ctx.stores[key].write_table(self.ctx.layouts[key].shard(shard["shard"]), table)
         return {
+            "tally": self._tally(items, shard["generations"], as_scored, corpus),
             "run": key,
             "shard": shard["shard"],
             "n": len(items),
@@ -412,15 +434,25 @@ class ScoreStage:
             "model_size_bytes": shard.get("model_size_bytes"),
         }
 
+    @staticmethod
+    def _tally(items: list[dict], gens: list[dict], scores: list[list[Any]], corpus: dict) -> Any:
+        """The summary's share of the shard just written, from the same rows
+        (``merge.ShardTally``): the driver merges tallies, not the files."""
+        from .merge import ShardTally
+
+        return ShardTally.of_rows(({"sample_id": it["request"]["sample_id"], "error": g.get("error"), "scores": sc,
+                                    "latency_s": g.get("latency_s"), "latency_scope": g.get("latency_scope"),
+                                    "prompt_tokens": g.get("prompt_tokens"), "completion_tokens": g.get("completion_tokens"),
+                                    "token_source": g.get("token_source"), "gen_metadata": g.get("metadata") or {}}
+                                   for it, g, sc in zip(items, gens, scores)), corpus)
+
     @gc_paused()
     def __call__(self, batch: dict[str, Any]) -> dict[str, np.ndarray]:
-        out = [self.score_shard(json.loads(p)) for p in _rows(batch)]
+        rows = _rows(batch)
+        out = [self.score_shard(shard, unpack(cell)) for shard, cell in rows]
         if not self.final:
-            return _out(out)
-        return {
-            "shard": np.array([o["shard"] for o in out], dtype=np.int64),
-            "payload": np.array([json.dumps(o) for o in out], dtype=object),
-        }
+            return _out(out, [cell for _, cell in rows])
+        return {"shard": np.array([o["shard"] for o in out], dtype=np.int64), "payload": _objects([pack(o) for o in out])}
 
 
 def build_metrics(spec: RunSpec) -> list:

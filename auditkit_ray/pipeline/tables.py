@@ -9,6 +9,10 @@ from ..core.types import jsonable
 
 GEN_COLUMNS = ("shard", "index", "sample_id", "repeat", "generation")
 
+# ``json.dumps(v, ensure_ascii=False[, default=jsonable])`` without building an encoder per call (several per row)
+_plain = json.JSONEncoder(ensure_ascii=False).encode
+_js = json.JSONEncoder(ensure_ascii=False, default=jsonable).encode
+
 
 def generation_table(shard: int, items: list[dict], generations: list[dict]):
     import pyarrow as pa
@@ -19,7 +23,7 @@ def generation_table(shard: int, items: list[dict], generations: list[dict]):
             "index": pa.array(range(len(items)), pa.int32()),
             "sample_id": pa.array([it["request"]["sample_id"] for it in items], pa.string()),
             "repeat": pa.array([it["request"]["repeat"] for it in items], pa.int32()),
-            "generation": pa.array([json.dumps(g, ensure_ascii=False) for g in generations], pa.string()),
+            "generation": pa.array([_plain(g) for g in generations], pa.string()),
         }
     )
 
@@ -28,14 +32,15 @@ def generations_from_table(table) -> list[dict]:
     return [json.loads(g) for g in table.column("generation").to_pylist()]
 
 
-def run_table(shard: int, items: list[dict], generations: list[dict], annotations: list[dict], scores: list[list[dict]], worker: dict):
+def run_table(shard: int, items: list[dict], targets: list[Any], generations: list[dict], annotations: list[dict],
+              scores: list[list[dict]], worker: dict):
+    """One run shard's rows; ``targets[k]`` is item k's sample's ``target``."""
     import pyarrow as pa
 
     def col(key: str) -> list[Any]:
         return [g.get(key) for g in generations]
 
-    def js(v: Any) -> str:
-        return json.dumps(v, ensure_ascii=False, default=jsonable)
+    js = _js
 
     n = len(items)
     return pa.table(
@@ -46,7 +51,7 @@ def run_table(shard: int, items: list[dict], generations: list[dict], annotation
             "repeat": pa.array([it["request"]["repeat"] for it in items], pa.int32()),
             "choice": pa.array([it["request"].get("choice") for it in items], pa.int32()),
             "prompt": pa.array([p if isinstance(p := it["request"]["prompt"], str) else js(p) for it in items], pa.string()),
-            "target": pa.array([js(it["sample"].get("target")) for it in items], pa.string()),
+            "target": pa.array([js(t) for t in targets], pa.string()),
             "text": pa.array(col("text"), pa.string()),
             "raw_text": pa.array(col("raw_text"), pa.string()),
             "error": pa.array(col("error"), pa.string()),

@@ -34,14 +34,20 @@ def _run_shards_in_threads(make_spec, thread_safe: bool) -> list[tuple[float, fl
 
     backend.run = run
     stage.backend = backend
-    payloads = [plan.shard_payloads[i] for i in sorted(plan.shard_payloads)][:4]
-    threads = [threading.Thread(target=stage, args=({"payload": np.array([p], dtype=object)},)) for p in payloads]
+    rows = [plan.shard_payloads[i] for i in sorted(plan.shard_payloads)][:4]
+    threads = [threading.Thread(target=stage, args=({k: _cell(v) for k, v in row.items()},)) for row in rows]
     for t in threads:
         t.start()
     for t in threads:
         t.join(30)
     assert len(calls) == 4
     return sorted(calls)
+
+
+def _cell(value: bytes) -> np.ndarray:
+    arr = np.empty(1, dtype=object)
+    arr[0] = value
+    return arr
 
 
 def _overlaps(calls: list[tuple[float, float]]) -> int:
