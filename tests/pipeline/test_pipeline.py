@@ -310,3 +310,29 @@ def test_scoring_actor_killed_mid_run_completes_with_no_sample_lost_or_counted_t
     assert rows(res) == rows(ref) and numbers(res) == numbers(ref)
     scorers = {json.loads(w)["scored_by"] for w in samples_table(res).column("worker").to_pylist()}
     assert killed["pid"] in scorers and len(scorers) >= 2, "a restarted scoring actor finished the run"
+
+
+def test_merging_the_scoring_actors_tallies_equals_merging_the_stored_shards(make_spec, monkeypatch):
+    # the driver merges what each scoring actor tallied of the shard it wrote; a resumed run tallies
+    # the shards an earlier run wrote from the store: both must give the same RunResult numbers
+    from auditkit_ray.pipeline import merge as merging
+    from auditkit_ray.pipeline.merge import merge
+    from auditkit_ray.pipeline.plan import build_plan
+    from auditkit_ray.store.base import open_store
+
+    read_back, tally_stored = [], merging.tally_stored
+    monkeypatch.setattr(merging, "tally_stored", lambda store, plan, shards, metrics: (
+        read_back.extend(shards), tally_stored(store, plan, shards, metrics))[1])
+
+    spec = make_spec(model={"type": "simulated", "fixed_cost_s": 0.0, "per_token_s": 0.0, "output": "prompt",
+                            "fail_ids": ["q003", "q017"]},
+                     metrics=["exact_match", "token_f1", "bleu", "chrf"], execution={"shard_size": 6})
+    res = evaluate(spec)
+    assert res.metadata["n_shards"] == 7 and res.error_count == 2
+    assert 0 < res.metrics["token_f1"].mean < 1 and res.metrics["bleu"].aggregation == "corpus"
+    assert read_back == []  # every shard's tally came from its scoring actor
+    plan = build_plan(spec, open_store(spec.store))
+    again = merge(plan, plan.store, wall_s=res.perf.wall_s, generated=res.perf.generated,
+                  generation_s=res.perf.generation_s or 0.0, new_tokens=round((res.perf.tokens_per_s or 0) * res.perf.wall_s))
+    assert read_back == list(range(7))  # this time all from the store
+    assert again.model_dump(exclude={"created_at"}) == res.model_dump(exclude={"created_at"})
