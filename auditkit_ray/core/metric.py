@@ -40,32 +40,52 @@ class MissingEvidence(Exception):
 def resolve_field(path: str, sample: Sample, generation: Generation | None, context: dict | None) -> Any:
     """Look up a dotted field path such as ``target``, ``generation.tool_calls``,
     ``metadata.answer`` or ``context.extracted``. Returns ``_MISSING`` when absent."""
+    getter = _GETTERS.get(path) or _field_getter(path)
+    return getter(sample, generation, context)
+
+
+_GETTERS: dict[str, Any] = {}
+
+
+def _field_getter(path: str) -> Any:
+    """``resolve_field`` for one path, compiled once: requirements are
+    checked for every metric on every sample."""
     head, _, rest = path.partition(".")
-    if head == "generation":
-        obj: Any = generation
-    elif head == "context":
-        obj = context or {}
+    root = {"generation": 1, "context": 2}.get(head, 0)
+    parts = (rest.split(".") if rest else []) if root else path.split(".")
+
+    def walk(obj: Any, parts: list[str]) -> Any:
+        for part in parts:
+            if obj is None:
+                return _MISSING
+            obj = obj.get(part, _MISSING) if isinstance(obj, dict) else getattr(obj, part, _MISSING)
+            if obj is _MISSING:
+                return _MISSING
+        return obj
+
+    if root == 0 and len(parts) == 1:  # a Sample field: the common case
+        name = parts[0]
+
+        def getter(sample: Any, generation: Any, context: Any) -> Any:
+            return getattr(sample, name, _MISSING) if sample is not None else _MISSING
+    elif root == 1:
+        def getter(sample: Any, generation: Any, context: Any) -> Any:
+            return walk(generation, parts)
+    elif root == 2:
+        def getter(sample: Any, generation: Any, context: Any) -> Any:
+            return walk(context or {}, parts)
     else:
-        obj = sample
-        rest = path
-    for part in rest.split(".") if rest else []:
-        if obj is None:
-            return _MISSING
-        if isinstance(obj, dict):
-            obj = obj.get(part, _MISSING)
-        else:
-            obj = getattr(obj, part, _MISSING)
-        if obj is _MISSING:
-            return _MISSING
-    return obj
+        def getter(sample: Any, generation: Any, context: Any) -> Any:
+            return walk(sample, parts)
+    _GETTERS[path] = getter
+    return getter
+
+
+_SIZED = (list, dict, tuple, str)
 
 
 def _is_absent(value: Any) -> bool:
-    if value is _MISSING or value is None:
-        return True
-    if isinstance(value, (list, dict, tuple, str)) and len(value) == 0:
-        return True
-    return False
+    return value is _MISSING or value is None or (isinstance(value, _SIZED) and not len(value))
 
 
 class Metric(ABC):
@@ -195,7 +215,8 @@ class Metric(ABC):
         }
 
     def missing_requirements(self, sample: Sample, generation: Generation | None, context: dict | None) -> list[str]:
-        return [f for f in self.requires if _is_absent(resolve_field(f, sample, generation, context))]
+        getters = _GETTERS
+        return [f for f in self.requires if _is_absent((getters.get(f) or _field_getter(f))(sample, generation, context))]
 
     def evaluate(self, sample: Sample, generation: Generation, context: dict) -> list[Score]:
         """Run ``score`` with the contract enforced: missing requirements give
