@@ -30,26 +30,45 @@ def init_ray(address: str | None, execution: Any) -> Any:
     address = address or os.environ.get("RAY_ADDRESS")
     cwd = os.getcwd()
     pythonpath = os.pathsep.join(p for p in [cwd, os.environ.get("PYTHONPATH", "")] if p)
+    # workers import user code relative to the driver's working directory, and only from there
+    worker_env = {"PYTHONPATH": pythonpath, "AUDITKIT_RAY_WORKDIR": cwd}
     kwargs: dict[str, Any] = {
         "logging_level": logging.WARNING,
         "log_to_driver": os.environ.get("AUDITKIT_RAY_LOG_TO_DRIVER", "0") == "1",
-        # workers import user code relative to the driver's working directory, and only from there
-        "runtime_env": {"env_vars": {"PYTHONPATH": pythonpath, "AUDITKIT_RAY_WORKDIR": cwd}},
     }
     if address:
-        ray.init(address=address, **kwargs)
+        ray.init(address=address, runtime_env={"env_vars": worker_env}, **kwargs)
     else:
-        # address="local": always a fresh in-process cluster, never a stray one
-        # that `ray start` left on this machine
-        ray.init(
-            address="local",
-            num_cpus=getattr(execution, "num_cpus", None),
-            num_gpus=getattr(execution, "num_gpus", None),
-            include_dashboard=False,
-            **kwargs,
-        )
+        # address="local": always a fresh in-process cluster, never a stray one that `ray start` left on
+        # this machine. Its processes inherit this one's environment, so its workers get worker_env from
+        # there rather than from a job runtime_env: Ray starts every worker of a job that has one through
+        # an extra setup process (measured here: 1.0-1.6 s from creating three actors to their
+        # constructors, against 0.3-0.6 s without).
+        with _environ(worker_env):
+            ray.init(
+                address="local",
+                num_cpus=getattr(execution, "num_cpus", None),
+                num_gpus=getattr(execution, "num_gpus", None),
+                include_dashboard=False,
+                **kwargs,
+            )
         atexit.register(_stop_local_monitor)  # runs before Ray's own shutdown (atexit is last in, first out)
     return ray
+
+
+@contextlib.contextmanager
+def _environ(values: dict[str, str]):
+    """Set environment variables for the block, then put back what was there."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _stop_local_monitor() -> None:
