@@ -1,7 +1,8 @@
 """The data contracts every stage speaks: Sample, Generation, Score.
 
-Stdlib and pydantic only. These objects cross Ray process boundaries as plain
-dicts (``to_row`` / ``from_row``) so that Ray Data blocks stay Arrow-friendly.
+Stdlib and pydantic only. Between the pipeline's stages a shard's Samples
+travel pickled (validated once, on the driver) and its Generations and Scores
+as their JSON-mode dicts; what is stored is JSON (``pipeline/tables.py``).
 """
 
 from __future__ import annotations
