@@ -80,53 +80,57 @@ class ShardTally:
     cached: int = 0
 
     @classmethod
-    def of_rows(cls, rows: Iterable[dict[str, Any]], corpus_metrics: dict[str, Any]) -> "ShardTally":
-        """Tally rows with ``COLUMNS``; ``scores`` and ``gen_metadata`` parsed
-        (a list of Scores or of their stored dicts, a dict). ``corpus_metrics``:
-        output name -> metric, for the metrics whose summary is a corpus
-        statistic."""
+    def of_rows(cls, rows: Iterable[dict[str, Any]], corpus_metrics: dict[str, Any], stored: bool = False) -> "ShardTally":
+        """Tally rows with ``COLUMNS``: ``scores`` a list of Scores and
+        ``gen_metadata`` a dict, or (``stored``) both as the JSON text a
+        stored shard holds. ``corpus_metrics``: output name -> metric, for the
+        metrics whose summary is a corpus statistic."""
         t = cls()
         corpus, errors = t.corpus, t.errors
-        values: dict[str, list[float]] = {}
-        counts: dict[str, dict[Status, int]] = {}
+        values: dict[str, list[float]] = {}  # per score name: the scored values, in row order
+        others: dict[str, list[Status]] = {}  # per score name: the other statuses
+        scored, error, read = Status.SCORED, Status.ERROR, Score.read_json_dict
         for row in rows:
             t.n_rows += 1
             if row["error"]:
                 t.error_count += 1
                 if len(errors) < MAX_LISTED_ERRORS:
                     errors.append((row["sample_id"], "generation", row["error"]))
-            for sc in row["scores"]:
+            for sc in json.loads(row["scores"]) if stored else row["scores"]:
                 if type(sc) is dict:
-                    sc = Score.read_json_dict(sc)
+                    sc = read(sc)
                 name, status = sc.name, sc.status
-                c = counts.get(name)
-                if c is None:
-                    c = counts[name] = dict.fromkeys(Status, 0)
-                    values[name] = []
-                c[status] += 1
-                if status is Status.SCORED:
-                    values[name].append(sc.value)
-                    m = corpus_metrics.get(name)
-                    if m is not None:
-                        vals = [float(x) for x in sc.metadata.get("stats") or []]
-                        corpus[name] = m.combine(corpus[name], vals) if name in corpus else vals
-                elif status is Status.ERROR and not row["error"] and len(errors) < MAX_LISTED_ERRORS:
-                    errors.append((row["sample_id"], f"metric:{name}", sc.reason or ""))
+                vals = values.get(name)
+                if vals is None:
+                    vals = values[name] = []
+                    others[name] = []
+                if status is scored:
+                    vals.append(sc.value)
+                    if corpus_metrics and name in corpus_metrics:
+                        stats = [float(x) for x in sc.metadata.get("stats") or []]
+                        corpus[name] = corpus_metrics[name].combine(corpus[name], stats) if name in corpus else stats
+                else:
+                    others[name].append(status)
+                    if status is error and not row["error"] and len(errors) < MAX_LISTED_ERRORS:
+                        errors.append((row["sample_id"], f"metric:{name}", sc.reason or ""))
             if row["latency_s"] is not None:
                 t.latencies.append(row["latency_s"])
                 t.scopes.add(row["latency_scope"] or "batch")
             t.prompt_tokens += row["prompt_tokens"] or 0
             t.completion_tokens += row["completion_tokens"] or 0
             t.token_source = t.token_source or row["token_source"]
-            meta = row["gen_metadata"]
+            meta = json.loads(row.get("gen_metadata") or "{}") if stored else row["gen_metadata"]
             if meta.get("cost") is not None:
                 t.cost = (t.cost or 0.0) + float(meta["cost"])
             t.retries += int(meta.get("retries") or 0)
             t.cached += bool(meta.get("cached"))
-        for name, c in counts.items():  # sums exactly rounded (fsum): the same whatever the order of the values
-            vals = values[name]
+        for name, vals in values.items():  # sums exactly rounded (fsum): the same whatever the order of the values
+            counts = {st.value: 0 for st in Status}
+            counts[scored.value] = len(vals)
+            for st in others[name]:
+                counts[st.value] += 1
             t.stats[name] = MeanStats(n=len(vals), total=math.fsum(vals), total_sq=math.fsum([v * v for v in vals]),
-                                      binary=set(vals) <= {0.0, 1.0}, counts={st.value: k for st, k in c.items()})
+                                      binary=set(vals) <= {0.0, 1.0}, counts=counts)
         return t
 
 
@@ -149,10 +153,7 @@ def tally_stored(store: ResultStore, plan: Plan, shards: list[int], metrics: lis
     corpus = corpus_metrics(metrics)
     out = {}
     for i, rows in zip(shards, iter_rows(store, plan, shards)):
-        for row in rows:
-            row["scores"] = json.loads(row["scores"])
-            row["gen_metadata"] = json.loads(row.get("gen_metadata") or "{}")
-        out[i] = ShardTally.of_rows(rows, corpus)
+        out[i] = ShardTally.of_rows(rows, corpus, stored=True)
     return out
 
 
