@@ -36,6 +36,9 @@ class Backend(ABC):
     #: true when generate() may be called from several threads at once (a generation actor with
     #: several shards in flight); otherwise the actor makes one call at a time and overlaps the rest
     thread_safe: bool = False
+    #: true when load() may run in another thread than generate(): the generation actor then
+    #: starts loading as soon as it is created, while Ray Data starts the rest of the pipeline
+    load_in_thread: bool = False
 
     def __init__(self, spec: Any, generation: Any, seed: int = 0) -> None:
         self.spec = spec

@@ -93,6 +93,8 @@ class HFBackend(Backend):
         self._max_positions: int | None = None
 
     # ------------------------------------------------------------------ loading
+    load_in_thread = True  # imports and from_pretrained; torch's thread count is set by the caller
+
     def load(self) -> None:
         torch, transformers = _import_torch_transformers()
         spec = self.spec

@@ -16,6 +16,8 @@ from .base import Backend, Request
 class SimulatedBackend(Backend):
     uses_gpu = True
 
+    load_in_thread = True
+
     def load(self) -> None:
         time.sleep(self.spec.load_s)
 

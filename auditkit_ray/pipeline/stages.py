@@ -223,14 +223,39 @@ class GenerateStage:
         self._call_lock = threading.Lock()
         self._gate = _SettingsGate()
         self._clock = _SharedClock()
+        self._preload: tuple[threading.Thread, dict[str, Any]] | None = None
+        first = next(iter(self.ctx.specs.values()), None)  # the runs of one pipeline share a model
+        if first is not None:
+            backend = create_backend(first.model, first.generation, first.seed)
+            if backend.load_in_thread:  # load now, while Ray Data starts the other actors and sends the first shard
+                box: dict[str, Any] = {}
+
+                def preload() -> None:
+                    try:
+                        backend.load()
+                        box["backend"] = backend
+                    except BaseException as exc:  # noqa: BLE001 - raised by the first shard's _get_backend
+                        box["error"] = exc.with_traceback(None)
+
+                thread = threading.Thread(target=preload, name="auditkit-model-load", daemon=True)
+                thread.start()
+                self._preload = (thread, box)
 
     def _get_backend(self, spec: RunSpec):
         if self.backend is None:
             with self._load_lock:
                 if self.backend is None:
-                    backend = create_backend(spec.model, spec.generation, spec.seed)
-                    backend.load()  # once per actor, reused for every shard of every run it serves
-                    if "torch" in sys.modules and self.threads:
+                    if self._preload is not None:  # started in __init__: wait for it; a failed load is retried
+                        thread, box = self._preload
+                        thread.join()
+                        self._preload = None
+                        if "error" in box:
+                            raise box["error"]
+                        backend = box["backend"]
+                    else:
+                        backend = create_backend(spec.model, spec.generation, spec.seed)
+                        backend.load()  # once per actor, reused for every shard of every run it serves
+                    if "torch" in sys.modules and self.threads:  # in this thread (OpenMP's count is per thread)
                         sys.modules["torch"].set_num_threads(self.threads)
                     self.backend = backend
         return self.backend

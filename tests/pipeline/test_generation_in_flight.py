@@ -61,3 +61,45 @@ def test_a_backend_that_is_not_thread_safe_gets_one_call_at_a_time_with_shards_i
 def test_a_thread_safe_backends_calls_overlap_with_shards_in_flight(make_spec):
     # the contrast that shows the check above can see an overlap
     assert _overlaps(_run_shards_in_threads(make_spec, thread_safe=True)) >= 1
+
+
+def _stage_and_rows(make_spec, **model):
+    spec = make_spec(model={"type": "simulated", "fixed_cost_s": 0.0, "per_token_s": 0.0, "output": "target", **model},
+                     execution={"shard_size": 20})
+    plan = build_plan(spec, open_store(spec.store))
+    stage = GenerateStage({plan.layout.run_fp: (spec.model_dump_json(by_alias=True), plan.store, plan.layout)})
+    return stage, [{k: _cell(v) for k, v in plan.shard_payloads[i].items()} for i in sorted(plan.shard_payloads)]
+
+
+def test_the_generation_actor_loads_its_model_while_the_pipeline_starts(make_spec):
+    # a backend that can load in another thread starts loading in the actor's constructor, so the
+    # load overlaps the start of the other actors and the first shard's journey to this one
+    t0 = time.perf_counter()
+    stage, rows = _stage_and_rows(make_spec, load_s=1.5)
+    built = time.perf_counter() - t0
+    assert built < 1.0, f"the constructor waited for the load ({built:.2f} s)"
+    time.sleep(1.6)  # the rest of the pipeline starting
+    t1 = time.perf_counter()
+    stage(rows[0])
+    first = time.perf_counter() - t1
+    assert first < 1.0, f"the first shard waited {first:.2f} s for a load that should be done"
+    assert stage.backend is not None and stage._preload is None
+
+
+def test_a_model_load_that_fails_in_the_background_fails_the_first_shard_and_is_tried_again(make_spec, monkeypatch):
+    from auditkit_ray.backends import simulated
+
+    calls = []
+
+    def load(self):
+        calls.append(threading.current_thread().name)
+        if len(calls) == 1:
+            raise OSError("disk hiccup")
+
+    monkeypatch.setattr(simulated.SimulatedBackend, "load", load)
+    stage, rows = _stage_and_rows(make_spec)
+    with pytest.raises(OSError, match="disk hiccup"):
+        stage._get_backend(next(iter(stage.ctx.specs.values())))
+    stage(rows[0])  # the shard's own retry path loads again, in the calling thread
+    assert calls == ["auditkit-model-load", threading.current_thread().name]
+    assert stage.backend is not None
