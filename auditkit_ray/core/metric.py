@@ -67,6 +67,8 @@ def _field_getter(path: str) -> Any:
         name = parts[0]
 
         def getter(sample: Any, generation: Any, context: Any) -> Any:
+            if isinstance(sample, dict):
+                return sample.get(name, _MISSING)
             return getattr(sample, name, _MISSING) if sample is not None else _MISSING
     elif root == 1:
         def getter(sample: Any, generation: Any, context: Any) -> Any:
