@@ -135,7 +135,16 @@ class Score(_Model):
         meta, reason = kw.get("metadata", {}), kw.get("reason")
         if (type(value) in (float, int, bool) and type(name) is str and math.isfinite(value) and kw.keys() <= {"metadata", "reason"}
                 and (reason is None or type(reason) is str) and type(meta) is dict and all(type(k) is str for k in meta)):
-            # the common case, already valid: skip the validator (hot in scoring stages)
+            # the common case, already valid: skip the validator (hot in scoring stages: one per sample
+            # and metric); what model_construct would build, without its per-field loop
+            if cls is Score and _DIRECT_CONSTRUCT:
+                m = _new_model(cls)
+                _setattr(m, "__dict__", {"name": name, "value": float(value), "status": Status.SCORED, "reason": reason,
+                                         "metadata": meta})
+                _setattr(m, "__pydantic_fields_set__", set(_SCORE_FIELDS))
+                _setattr(m, "__pydantic_extra__", None)
+                _setattr(m, "__pydantic_private__", None)
+                return m
             return cls.model_construct(name=name, value=float(value), status=Status.SCORED, reason=reason, metadata=meta)
         return cls(name=name, value=value, status=Status.SCORED, **kw)
 
@@ -193,6 +202,13 @@ def _checked_fields(d: Any) -> dict[str, Any] | None:
 _STATUSES = {st.value: st for st in Status}
 _STATUS_VALUE = {st: st.value for st in Status}
 _SCORE_FIELDS = frozenset(Score.model_fields)
+_new_model = object.__new__
+_setattr = object.__setattr__
+# Score.scored sets the instance's attributes itself only while pydantic builds models as it does
+# now: plain fields, no post-init hook, no private attributes, not a root model
+_DIRECT_CONSTRUCT = (_SCORE_FIELDS == {"name", "value", "status", "reason", "metadata"}
+                     and not getattr(Score, "__pydantic_post_init__", None) and not getattr(Score, "__private_attributes__", None)
+                     and not getattr(Score, "__pydantic_root_model__", False))
 
 
 def jsonable(v: Any) -> Any:
