@@ -32,7 +32,7 @@ class Plan:
     samples: list[Sample]
     layout: RunLayout
     n_shards: int
-    #: pending shard -> its row for the pipeline (``rows.COLUMNS``, packed)
+    #: pending shard -> its row for the pipeline (``payload`` and ``samples``, packed: ``rows``)
     shard_payloads: dict[int, dict[str, bytes]] = field(default_factory=dict)
     done: set[int] = field(default_factory=set)
     cached_generations: set[int] = field(default_factory=set)

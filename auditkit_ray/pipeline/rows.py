@@ -21,8 +21,6 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
-COLUMNS = ("payload", "samples")
-
 
 def pack(obj: Any) -> bytes:
     return pickle.dumps(obj, protocol=5)

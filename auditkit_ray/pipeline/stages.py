@@ -28,6 +28,8 @@ from ..errors import AuditKitError, RunError
 from ..store.base import ResultStore
 from ..store.layout import RunLayout
 from . import tables
+from .merge import ShardTally, corpus_metrics
+from .merge import run_metrics as build_metrics
 from .rows import pack, unpack
 
 
@@ -224,10 +226,13 @@ class GenerateStage:
         self._gate = _SettingsGate()
         self._clock = _SharedClock()
         self._preload: tuple[threading.Thread, dict[str, Any]] | None = None
+        self._unloaded = None  # built here, loaded by the first shard (backends that load in the generating thread)
         first = next(iter(self.ctx.specs.values()), None)  # the runs of one pipeline share a model
         if first is not None:
             backend = create_backend(first.model, first.generation, first.seed)
-            if backend.load_in_thread:  # load now, while Ray Data starts the other actors and sends the first shard
+            if not backend.load_in_thread:
+                self._unloaded = backend
+            else:  # load now, while Ray Data starts the other actors and sends the first shard
                 box: dict[str, Any] = {}
 
                 def preload() -> None:
@@ -253,7 +258,8 @@ class GenerateStage:
                             raise box["error"]
                         backend = box["backend"]
                     else:
-                        backend = create_backend(spec.model, spec.generation, spec.seed)
+                        backend = self._unloaded or create_backend(spec.model, spec.generation, spec.seed)
+                        self._unloaded = None  # a failed load starts again from a fresh backend
                         backend.load()  # once per actor, reused for every shard of every run it serves
                     if "torch" in sys.modules and self.threads:  # in this thread (OpenMP's count is per thread)
                         sys.modules["torch"].set_num_threads(self.threads)
@@ -401,7 +407,6 @@ class ScoreStage:
         run's corpus metrics, whichever pool scores them."""
         if key not in self._scorers:
             from ..annotators.extract import build_annotator
-            from .merge import corpus_metrics
 
             spec = self.ctx.specs[key]
             annotators = [(a.name, build_annotator(a)) for a in spec.annotators]
@@ -463,8 +468,6 @@ class ScoreStage:
     def _tally(items: list[dict], gens: list[dict], scores: list[list[Any]], corpus: dict) -> Any:
         """The summary's share of the shard just written, from the same rows
         (``merge.ShardTally``): the driver merges tallies, not the files."""
-        from .merge import ShardTally
-
         return ShardTally.of_rows(({"sample_id": it["request"]["sample_id"], "error": g.get("error"), "scores": sc,
                                     "latency_s": g.get("latency_s"), "latency_scope": g.get("latency_scope"),
                                     "prompt_tokens": g.get("prompt_tokens"), "completion_tokens": g.get("completion_tokens"),
@@ -478,18 +481,6 @@ class ScoreStage:
         if not self.final:
             return _out(out, [cell for _, cell in rows])
         return {"shard": np.array([o["shard"] for o in out], dtype=np.int64), "payload": _objects([pack(o) for o in out])}
-
-
-def build_metrics(spec: RunSpec) -> list:
-    from ..core.registry import build_metric
-
-    out = []
-    for m in spec.metrics:
-        params = dict(m.params)
-        if m.on is not None:
-            params["on"] = m.on
-        out.append(build_metric(m.name, params, m.as_))
-    return out
 
 
 def pools_needed(specs: list[RunSpec]) -> list[str]:
