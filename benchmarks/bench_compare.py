@@ -68,7 +68,7 @@ def _plan(r: int, data: Path, store: Path, shard_size: int, n: int):
 
     spec = run_spec_from_dict(run_dict(r, data, store, shard_size), "<bench>")
     layout = RunLayout(run_fingerprint(spec), generation_fingerprint(spec), shard_size)
-    return Plan(spec=spec, store=open_store(spec.store), samples=[None] * n, layout=layout,  # type: ignore[list-item]
+    return Plan(spec=spec, store=open_store(spec.store), n_samples=n, layout=layout,
                 n_shards=math.ceil(n / shard_size))
 
 

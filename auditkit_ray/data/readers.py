@@ -48,7 +48,13 @@ def _decode(path: Path) -> str:
 
 
 def _jsonl(path: Path) -> Iterator[tuple[str, dict]]:
-    for i, line in enumerate(io.StringIO(_decode(path)), start=1):
+    return jsonl_records(path, _decode(path))
+
+
+def jsonl_records(path: Path, text: str, first_line: int = 1) -> Iterator[tuple[str, dict]]:
+    """JSON Lines ``text`` (part of ``path`` that starts at line
+    ``first_line``) as (where, record); blank lines are skipped."""
+    for i, line in enumerate(io.StringIO(text), start=first_line):
         if not line.strip():
             continue
         try:
@@ -154,38 +160,50 @@ def load_samples(spec: Any) -> tuple[list[Sample], list[dict]]:
     raws: list[dict] = []
     seen: dict[str, str] = {}
     for where, rec in records:
-        rid = rec.get(spec.id_field)
-        if rid is None or rid == "":
+        rid = given_id(spec, rec)
+        if rid is None:
             base = content_id(rec)
             rid, k = base, 1
             while rid in seen:  # identical content: deterministic suffix
                 k += 1
                 rid = f"{base}~{k}"
-        else:
-            rid = _text(rid)
-            if rid in seen:
-                raise DataError(f"{where}: duplicate sample id {rid!r} (first at {seen[rid]})")
+        elif rid in seen:
+            raise DataError(f"{where}: duplicate sample id {rid!r} (first at {seen[rid]})")
         seen[rid] = where
-        target = rec.get(spec.target_field) if spec.target_field else None
-        if isinstance(target, list):
-            target = [_text(t) for t in target]
-        elif target is not None:
-            target = _text(target)
-        choices = rec.get(spec.choices_field) if spec.choices_field else None
-        inp = rec.get(spec.input_field)
-        structured = {k: rec[k] for k in STRUCTURED_FIELDS if rec.get(k) is not None}
-        extra = {k: v for k, v in rec.items() if k not in (spec.id_field, spec.target_field, spec.input_field) and k not in structured}
-        try:
-            sample = Sample(
-                id=rid,
-                input=_text(inp) if inp is not None and not isinstance(inp, list) else (inp or ""),
-                target=target,
-                choices=[_text(c) for c in choices] if isinstance(choices, list) else None,
-                metadata=extra,
-                **structured,
-            )
-        except Exception as exc:  # noqa: BLE001 - pydantic error for odd shapes
-            raise DataError(f"{where}: sample {rid!r} cannot be read: {str(exc).splitlines()[0]}") from None
-        samples.append(sample)
+        samples.append(sample_of(spec, where, rec, rid))
         raws.append(rec)
     return samples, raws
+
+
+def given_id(spec: Any, rec: dict) -> str | None:
+    """The record's own id (``dataset.id_field``), or None when it has none
+    (its id is then derived from its content)."""
+    rid = rec.get(spec.id_field)
+    if rid is None or rid == "":
+        return None
+    return _text(rid)
+
+
+def sample_of(spec: Any, where: str, rec: dict, rid: str) -> Sample:
+    """One record as a validated ``Sample`` with id ``rid``; a record that
+    does not fit names ``where`` (file and line)."""
+    target = rec.get(spec.target_field) if spec.target_field else None
+    if isinstance(target, list):
+        target = [_text(t) for t in target]
+    elif target is not None:
+        target = _text(target)
+    choices = rec.get(spec.choices_field) if spec.choices_field else None
+    inp = rec.get(spec.input_field)
+    structured = {k: rec[k] for k in STRUCTURED_FIELDS if rec.get(k) is not None}
+    extra = {k: v for k, v in rec.items() if k not in (spec.id_field, spec.target_field, spec.input_field) and k not in structured}
+    try:
+        return Sample(
+            id=rid,
+            input=_text(inp) if inp is not None and not isinstance(inp, list) else (inp or ""),
+            target=target,
+            choices=[_text(c) for c in choices] if isinstance(choices, list) else None,
+            metadata=extra,
+            **structured,
+        )
+    except Exception as exc:  # noqa: BLE001 - pydantic error for odd shapes
+        raise DataError(f"{where}: sample {rid!r} cannot be read: {str(exc).splitlines()[0]}") from None

@@ -329,7 +329,7 @@ def finish(plan: Plan, stats: dict[str, Any], wall_s: float, parent_run_id: str 
     store.replace(
         plan.layout.manifest,
         json.dumps({"name": plan.spec.name, "fingerprint": plan.layout.run_fp, "generation_fingerprint": plan.layout.gen_fp,
-                    "n_shards": plan.n_shards, "shard_size": plan.layout.shard_size, "n_samples": len(plan.samples),
+                    "n_shards": plan.n_shards, "shard_size": plan.layout.shard_size, "n_samples": plan.n_samples,
                     "state": "complete"}, indent=2).encode(),
     )
     return result
@@ -341,7 +341,7 @@ def evaluate_specs(specs: list[RunSpec], *, address: str | None = None, progress
     t0 = time.perf_counter()
     plans = []
     for spec in specs:
-        plans.append(build_plan(spec, open_store(spec.store)))
+        plans.append(build_plan(spec, open_store(spec.store), in_tasks=True, address=address))
     by_model: dict[str, list[Plan]] = {}
     seen: set[str] = set()
     for p in plans:

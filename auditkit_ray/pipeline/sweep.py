@@ -55,11 +55,13 @@ def gpus_for(spec: RunSpec, cluster_gpus: float) -> float:
     return float(getattr(spec.model, "num_gpus", 1.0)) * spec.execution.generation_actors
 
 
-def plan_sweep(sweep: SweepSpec, source: str = "<sweep>", lines: Any = None) -> tuple[str, list[Cell]]:
+def plan_sweep(sweep: SweepSpec, source: str = "<sweep>", lines: Any = None, *, in_tasks: bool = False,
+               address: str | None = None) -> tuple[str, list[Cell]]:
+    """The sweep's cells; ``in_tasks``: plan large datasets in Ray tasks (``build_plan``), starting Ray."""
     from ..config.sweep import expand
 
     runs = expand(sweep, source=source, lines=lines)
-    plans = [build_plan(r, open_store(r.store)) for r in runs]
+    plans = [build_plan(r, open_store(r.store), in_tasks=in_tasks, address=address) for r in runs]
     sweep_fp = fingerprint({"sweep": sweep.name, "runs": [p.layout.run_fp for p in plans]})
     cells: dict[str, Cell] = {}
     for p in plans:
@@ -96,7 +98,7 @@ def _write_manifest(store: Any, sweep_fp: str, name: str, cells: list[Cell], sta
 
 
 def run_sweep(sweep: SweepSpec, *, address: str | None = None, progress: bool = True, source: str = "<sweep>") -> SweepResult:
-    sweep_fp, cells = plan_sweep(sweep, source)
+    sweep_fp, cells = plan_sweep(sweep, source, in_tasks=True, address=address)
     lead = cells[0].plans[0].spec
     store = cells[0].plans[0].store
     ray = init_ray(address, lead.execution)

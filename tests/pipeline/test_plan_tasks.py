@@ -1,0 +1,165 @@
+"""A large JSON Lines dataset is read, validated and sharded in Ray tasks
+(``execution.plan_tasks``): the plan, and any error, must be the ones the
+driver builds alone, and nothing may run before the whole dataset passed."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from auditkit_ray.errors import DataError
+from auditkit_ray.pipeline.plan import PLAN_IN_TASKS_BYTES, build_plan, plan_task_count
+from auditkit_ray.pipeline.rows import unpack
+from auditkit_ray.store.base import open_store
+
+
+def records(n: int, *, ids: bool = True) -> list[dict]:
+    out = []
+    for i in range(n):
+        a, b = i % 7, (i * 3) % 11
+        rec = {"question": f"What is {a} plus {b}?", "answer": str(a + b), "topic": ["sum", "add"][i % 2]}
+        if ids:
+            rec = {"id": f"q{i:04d}", **rec}
+        out.append(rec)
+    return out
+
+
+def write_lines(path: Path, lines: list[str]) -> Path:
+    """Lines as given, with blank lines and a CRLF ending here and there
+    (the reader skips the former and accepts the latter)."""
+    with open(path, "w", newline="") as f:
+        for k, line in enumerate(lines):
+            f.write(line + ("\r\n" if k % 13 == 5 else "\n"))
+            if k % 17 == 3:
+                f.write("\n   \n")
+    return path
+
+
+def jsonl(path: Path, recs: list[dict]) -> Path:
+    return write_lines(path, [json.dumps(r) for r in recs])
+
+
+def contents(plan) -> dict:
+    return {i: (unpack(row["payload"]), [s.model_dump() for s in unpack(row["samples"])])
+            for i, row in sorted(plan.shard_payloads.items())}
+
+
+def both(spec) -> tuple:
+    """The plan the driver builds alone, and the one the tasks build."""
+    alone = build_plan(spec.model_copy(update={"execution": spec.execution.model_copy(update={"plan_tasks": 0})}),
+                       open_store(spec.store))
+    tasks = build_plan(spec, open_store(spec.store), in_tasks=True)
+    return alone, tasks
+
+
+def error_of(spec, in_tasks: bool) -> str:
+    with pytest.raises(DataError) as info:
+        build_plan(spec, open_store(spec.store), in_tasks=in_tasks)
+    return str(info.value)
+
+
+def test_a_plan_built_in_ray_tasks_is_the_plan_the_driver_builds_alone(ray_cluster, make_spec, tmp_path):
+    data = jsonl(tmp_path / "d.jsonl", records(203))
+    spec = make_spec(data=data, repeats=2, execution={"shard_size": 8, "plan_tasks": 3})
+    alone, tasks = both(spec)
+    assert (tasks.planned_in_tasks, alone.planned_in_tasks) == (3, 0)
+    assert (tasks.n_samples, tasks.n_shards) == (alone.n_samples, alone.n_shards) == (203, 26)
+    assert tasks.shard_payloads_built and tasks.layout == alone.layout
+    assert contents(tasks) == contents(alone)
+    assert len(contents(tasks)[25][1]) == 2 * 3  # the last shard: 3 samples, 2 repeats each
+
+    # a resumed run: shards already stored are checked but not rebuilt, in either plan
+    store = open_store(spec.store)
+    for i in (0, 9, 25):
+        store.replace(alone.layout.shard(i), b"stored")
+    alone, tasks = both(spec)
+    assert tasks.planned_in_tasks == 3 and tasks.done == alone.done == {0, 9, 25}
+    assert sorted(tasks.shard_payloads) == sorted(alone.shard_payloads) == sorted(set(range(26)) - {0, 9, 25})
+    assert contents(tasks) == contents(alone)
+
+
+def test_a_bad_sample_found_in_a_plan_task_fails_with_the_drivers_own_error(ray_cluster, make_spec, tmp_path):
+    recs = records(200)
+    lines = [json.dumps(r) for r in recs]
+    cases = {}
+    # a line that is not JSON, in the last part
+    cases["json"] = lines[:170] + ["{not json"] + lines[171:]
+    # a duplicate id in the last part of a sample in the first part
+    cases["duplicate"] = lines[:180] + [json.dumps({**recs[180], "id": recs[2]["id"]})] + lines[181:]
+    # a sample the template cannot fill early, and a broken line later: every line is read before any
+    # prompt is built, so the broken line is what the driver reports
+    cases["order"] = lines[:20] + [json.dumps({"id": "q9999", "answer": "1"})] + lines[21:170] + ["[1, 2]"] + lines[171:]
+    # only the template's error
+    cases["template"] = lines[:120] + [json.dumps({"id": "q9999", "answer": "1"})] + lines[121:]
+    # a record whose structured field has the wrong shape
+    cases["shape"] = lines[:90] + [json.dumps({**recs[90], "retrieved_contexts": "not a list"})] + lines[91:]
+    seen = {}
+    for name, case in cases.items():
+        data = write_lines(tmp_path / f"{name}.jsonl", case)
+        spec = make_spec(f"store-{name}", data=data, execution={"shard_size": 10, "plan_tasks": 3})
+        seen[name] = error_of(spec, True)
+        assert seen[name] == error_of(spec, False), name
+    assert "invalid JSON line" in seen["json"] and f"{tmp_path / 'json.jsonl'}:" in seen["json"]
+    assert "duplicate sample id 'q0002'" in seen["duplicate"] and "first at" in seen["duplicate"]
+    assert "each line must be a JSON object" in seen["order"]
+    assert "'q9999'" in seen["template"] and "question" in seen["template"]
+    assert "cannot be read" in seen["shape"]
+
+
+def test_a_run_whose_plan_task_finds_a_bad_line_writes_nothing(ray_cluster, make_spec, tmp_path):
+    from auditkit_ray.api import evaluate
+
+    lines = [json.dumps(r) for r in records(120)]
+    data = write_lines(tmp_path / "bad.jsonl", lines[:110] + ["{oops"] + lines[111:])
+    spec = make_spec(data=data, execution={"shard_size": 10, "plan_tasks": 2})
+    with pytest.raises(DataError, match="invalid JSON line"):
+        evaluate(spec)
+    written = [p for p in (tmp_path / "store").rglob("*") if p.is_file()] if (tmp_path / "store").exists() else []
+    assert written == []
+
+
+def test_identical_records_without_ids_are_numbered_as_the_driver_numbers_them(ray_cluster, make_spec, tmp_path):
+    # no ids, all different: the tasks derive the same ids from the contents
+    data = jsonl(tmp_path / "distinct.jsonl", [{**r, "n": i} for i, r in enumerate(records(60, ids=False))])
+    spec = make_spec("distinct", data=data, execution={"shard_size": 8, "plan_tasks": 2})
+    alone, tasks = both(spec)
+    assert tasks.planned_in_tasks == 2 and contents(tasks) == contents(alone)
+
+    # no ids, and records 0-6 come back in the other part: the reader numbers the copies (id~2) in file order,
+    # so the driver builds this plan itself
+    recs = records(60, ids=False)
+    data = jsonl(tmp_path / "copies.jsonl", recs[:50] + recs[:10])
+    spec = make_spec("copies", data=data, execution={"shard_size": 8, "plan_tasks": 2})
+    alone, tasks = both(spec)
+    assert tasks.planned_in_tasks == 0 and contents(tasks) == contents(alone)
+    ids = [s["id"] for _, samples in contents(tasks).values() for s in samples]
+    assert len(set(ids)) == 60 and sum(i.endswith("~2") for i in ids) >= 10
+
+
+def test_a_run_planned_in_tasks_scores_what_a_run_planned_on_the_driver_scores(ray_cluster, make_spec, tmp_path, rows, numbers):
+    from auditkit_ray.api import evaluate
+
+    data = jsonl(tmp_path / "d.jsonl", records(90))
+    one = evaluate(make_spec("alone", data=data, execution={"shard_size": 8, "plan_tasks": 0}))
+    two = evaluate(make_spec("tasks", data=data, execution={"shard_size": 8, "plan_tasks": 2}))
+    assert one.fingerprint == two.fingerprint  # plan_tasks is how, not what: not in the fingerprint
+    assert numbers(two) == numbers(one) and rows(two) == rows(one)
+    assert two.perf.samples == 90
+
+
+def test_only_a_large_independent_json_lines_dataset_is_planned_in_tasks_by_default(make_spec, tmp_path):
+    small = jsonl(tmp_path / "small.jsonl", records(10))
+    assert plan_task_count(make_spec(data=small)) == 0
+    big = tmp_path / "big.jsonl"
+    with open(big, "w") as f:  # sparse: as large as the threshold without writing it
+        f.write(json.dumps(records(1)[0]) + "\n")
+        f.truncate(PLAN_IN_TASKS_BYTES)
+    assert plan_task_count(make_spec(data=big)) == -1  # one per CPU of the cluster
+    assert plan_task_count(make_spec(data=big, execution={"plan_tasks": 1})) == 0
+    assert plan_task_count(make_spec(data=small, execution={"plan_tasks": 4})) == 4
+    # samples that depend on others, or on their position, stay on the driver
+    assert plan_task_count(make_spec(data=big, dataset={"limit": 5})) == 0
+    assert plan_task_count(make_spec(data=big, prompt={"template": "{{ question }}", "few_shot": {"n": 2}})) == 0
+    csv = tmp_path / "d.csv"
+    csv.write_text("id,question,answer\nq1,What is 1 plus 1?,2\n")
+    assert plan_task_count(make_spec(data=csv, execution={"plan_tasks": 4})) == 0
