@@ -92,13 +92,21 @@ def _csv(path: Path) -> Iterator[tuple[str, dict]]:
         yield f"{path}:{i}", dict(rec)
 
 
-def _parquet(path: Path) -> Iterator[tuple[str, dict]]:
+def parquet_table(path: Path) -> Any:
     pq = require("pyarrow.parquet", "ray")
     try:
-        table = pq.read_table(path)
+        return pq.read_table(path)
     except Exception as exc:  # noqa: BLE001 - pyarrow raises several types
         raise DataError(f"{path}: cannot read Parquet ({exc})") from None
-    for i, rec in enumerate(table.to_pylist()):
+
+
+def parquet_files(path: Path) -> list[Path]:
+    """The Parquet files of a dataset: the file, or a directory's, by name."""
+    return sorted(path.glob("*.parquet")) if path.is_dir() else [path]
+
+
+def _parquet(path: Path) -> Iterator[tuple[str, dict]]:
+    for i, rec in enumerate(parquet_table(path).to_pylist()):
         yield f"{path} row {i}", rec
 
 
@@ -131,9 +139,7 @@ def read_records(path: str | Path, fmt: str | None = None, split: str | None = N
     if kind == "csv":
         return list(_csv(p))
     if kind == "parquet":
-        if p.is_dir():
-            return [r for f in sorted(p.glob("*.parquet")) for r in _parquet(f)]
-        return list(_parquet(p))
+        return [r for f in parquet_files(p) for r in _parquet(f)]
     return list(_hf(p, split))
 
 

@@ -13,11 +13,10 @@ from typing import Any
 
 from ..config.models import RunSpec
 from ..errors import AuditKitError, RunError, require
-from ..store.base import open_store
 from ..store.db import ExperimentDB
 from ..store.layout import RunLayout
 from .merge import merge
-from .plan import Plan, build_plan
+from .plan import Plan, build_plans
 from .rows import unpack
 
 log = logging.getLogger("auditkit_ray")
@@ -182,7 +181,7 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool) -> dict
     from .stages import GenerateStage, RetrieveStage, ScoreStage, load_cached_generations, pools_needed
 
     runs = {p.layout.run_fp: (p.spec.model_dump_json(by_alias=True), p.store, p.layout) for p in plans}
-    items = [{"shard": i, **p.shard_payloads[i]} for p, i in pending]
+    items = [p.row(i) for p, i in pending]
     ds = ray.data.from_items(items, override_num_blocks=len(items))
     del items
     for p in plans:
@@ -339,9 +338,7 @@ def evaluate_specs(specs: list[RunSpec], *, address: str | None = None, progress
     """Evaluate several runs; runs that share a model share one pipeline and
     so one model load per generation actor (evaluate_many, sweep cells)."""
     t0 = time.perf_counter()
-    plans = []
-    for spec in specs:
-        plans.append(build_plan(spec, open_store(spec.store), in_tasks=True, address=address))
+    plans = build_plans(specs, in_tasks=True, address=address)
     by_model: dict[str, list[Plan]] = {}
     seen: set[str] = set()
     for p in plans:

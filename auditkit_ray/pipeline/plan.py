@@ -41,6 +41,10 @@ class Plan:
     #: Ray tasks that read and validated the dataset (0: the driver did, alone)
     planned_in_tasks: int = 0
 
+    def row(self, shard: int) -> dict[str, Any]:
+        """The pipeline's input row of a pending shard: its payload and samples, and which run it is."""
+        return {"shard": shard, "run": self.layout.run_fp, **self.shard_payloads[shard]}
+
     @property
     def pending(self) -> list[int]:
         return [i for i in range(self.n_shards) if i not in self.done]
@@ -147,11 +151,13 @@ def agent_metadata_fn(spec: RunSpec) -> Any:
     return None
 
 
-def shard_row(spec: RunSpec, adapter: PromptAdapter, agent_meta: Any, run_fp: str, shard: int,
+def shard_row(spec: RunSpec, adapter: PromptAdapter, agent_meta: Any, shard: int,
               pairs: list[tuple[Sample, dict]], keep: bool = True) -> dict[str, bytes] | None:
     """One shard's row for the pipeline (``payload`` and ``samples``,
     packed: ``rows``); builds every prompt, so a bad sample fails here.
-    ``keep=False`` (a shard already stored): check only, no row."""
+    ``keep=False`` (a shard already stored): check only, no row. The row
+    does not name its run (``Plan.row`` adds it), so runs that read the
+    same dataset the same way share their rows (``rows_key``)."""
     items: list[dict[str, Any]] = []
     item_samples: list[Sample] = []
     for sample, raw in pairs:
@@ -169,60 +175,100 @@ def shard_row(spec: RunSpec, adapter: PromptAdapter, agent_meta: Any, run_fp: st
                 item_samples.append(sample)
     if not keep:
         return None
-    return {"payload": pack({"run": run_fp, "shard": shard, "items": items}), "samples": pack(item_samples)}
+    return {"payload": pack({"shard": shard, "items": items}), "samples": pack(item_samples)}
+
+
+def rows_key(spec: RunSpec) -> str:
+    """Runs with the same key have the same rows (``shard_row``): the same
+    dataset (content and selection), prompt, retrieval, repeats and shard
+    size, read for a backend of the same kind. A sweep over checkpoints
+    reads and validates its dataset once (``build_plan(shared=...)``)."""
+    import json
+
+    from ..config.identity import dataset_identity
+
+    return json.dumps({"dataset": dataset_identity(spec), "prompt": spec.prompt.model_dump(mode="json"),
+                       "retrieval": spec.retrieval.model_dump(mode="json") if spec.retrieval else None,
+                       "repeats": spec.repeats, "shard_size": spec.shard_size, "seed": spec.seed,
+                       "agent_metadata": agent_metadata_fn(spec) is not None}, sort_keys=True, default=str)
 
 
 @gc_paused()
-def build_plan(spec: RunSpec, store: ResultStore, *, in_tasks: bool = False, address: str | None = None) -> Plan:
+def build_plan(spec: RunSpec, store: ResultStore, *, in_tasks: bool = False, address: str | None = None,
+               shared: dict[str, Any] | None = None) -> Plan:
     """Read and validate the dataset, build every request, cut shards.
 
-    ``in_tasks``: a large JSON Lines dataset (``execution.plan_tasks``) is
+    ``in_tasks``: a large JSON Lines or Parquet dataset (``execution.plan_tasks``) is
     read, validated and cut in Ray tasks, one part each, starting Ray
     (``address``) if needed; the driver then checks sample ids across parts.
     Either way the whole dataset is validated before anything runs, and the
-    plan (and any error) is the one the driver alone would have built."""
+    plan (and any error) is the one the driver alone would have built.
+
+    ``shared``: a dict kept over the plans of one call (a sweep, ``evaluate_many``):
+    runs with the same ``rows_key`` share one reading of the dataset and
+    the rows it gave (bytes, never changed), not a copy each."""
     preflight(spec)
     size = spec.shard_size
     layout = RunLayout(run_fingerprint(spec), generation_fingerprint(spec), size)
     done_names = set(store.list(layout.shards_dir))
     gen_names = set(store.list(layout.gen_dir))
+    key = rows_key(spec) if shared is not None else None
 
-    def planned(n_samples: int, payloads: dict[int, dict[str, bytes]], built: bool, tasks: int) -> Plan:
+    def planned(n_samples: int, payloads: dict[int, dict[str, bytes]], tasks: int) -> Plan:
         n_shards = math.ceil(n_samples / size)
         plan = Plan(spec=spec, store=store, n_samples=n_samples, layout=layout, n_shards=n_shards, planned_in_tasks=tasks)
         plan.done = {i for i in range(n_shards) if RunLayout.shard_name(i) in done_names}
         plan.cached_generations = {i for i in range(n_shards) if RunLayout.shard_name(i) in gen_names}
         plan.shard_payloads = {i: p for i, p in payloads.items() if i not in plan.done}
-        plan.shard_payloads_built = built
+        plan.shard_payloads_built = bool(plan.shard_payloads)
+        if shared is not None:
+            shared[key] = (n_samples, payloads, tasks)
         return plan
 
+    if shared is not None and key in shared:
+        return planned(*shared[key])
+    # a plan whose rows other runs may share builds every shard's row, even those this run has stored
+    stored = (lambda i: False) if shared is not None else (lambda i: RunLayout.shard_name(i) in done_names)
     tasks = plan_task_count(spec) if in_tasks else 0
     if tasks:
         from .plan_tasks import plan_in_tasks
 
-        got = plan_in_tasks(spec, layout, lambda i: RunLayout.shard_name(i) in done_names, tasks, address)
+        got = plan_in_tasks(spec, stored, tasks, address)
         if got is not None:
-            n_samples, payloads, used = got
-            return planned(n_samples, payloads, bool(payloads), used)
+            return planned(*got)
 
     samples, raws = load_samples(spec.dataset)
     adapter = PromptAdapter(spec.prompt, spec.dataset, spec.seed, _few_shot_pool(spec, samples, raws))
     n_shards = math.ceil(len(samples) / size)
     agent_meta = agent_metadata_fn(spec)
     payloads: dict[int, dict[str, bytes]] = {}
-    built = False
     # Build every prompt now (fails fast on a bad sample), keep payloads of pending shards.
     for i in range(n_shards):
-        pending = RunLayout.shard_name(i) not in done_names
-        row = shard_row(spec, adapter, agent_meta, layout.run_fp, i,
-                        list(zip(samples[i * size : (i + 1) * size], raws[i * size : (i + 1) * size])), keep=pending)
+        row = shard_row(spec, adapter, agent_meta, i, list(zip(samples[i * size : (i + 1) * size], raws[i * size : (i + 1) * size])),
+                        keep=not stored(i))
         if row is not None:
-            built = True
             payloads[i] = row
-    return planned(len(samples), payloads, built, 0)
+    return planned(len(samples), payloads, 0)
 
 
-#: a JSON Lines dataset at least this large is planned in Ray tasks when ``execution.plan_tasks`` is unset.
+def build_plans(specs: list[RunSpec], *, in_tasks: bool = False, address: str | None = None) -> list[Plan]:
+    """Each run's plan (``build_plan``); runs that read one dataset the same
+    way (``rows_key``: a sweep over checkpoints or quantisations) read and
+    validate it once and share its rows."""
+    from collections import Counter
+
+    from ..store.base import open_store
+
+    for s in specs:
+        preflight(s)  # before rows_key hashes the dataset: a path outside the data root is not even read
+    keys = [rows_key(s) for s in specs]
+    twice = {k for k, c in Counter(keys).items() if c > 1}
+    shared: dict[str, Any] = {}
+    return [build_plan(s, open_store(s.store), in_tasks=in_tasks, address=address, shared=shared if k in twice else None)
+            for s, k in zip(specs, keys)]
+
+
+#: a JSON Lines or Parquet dataset at least this large is planned in Ray tasks when ``execution.plan_tasks`` is unset.
 #: Measured on workload 4's RAG samples (~1.1 KB each, 45 us each to read, validate and build on the driver),
 #: 2 CPUs: 200k samples (224 MB) 8.2 s on the driver, 4.9-5.6 s in two tasks; 50k (55 MB) 2.0 s either way,
 #: because the tasks' worker processes take ~1 s to start
@@ -231,10 +277,10 @@ PLAN_IN_TASKS_BYTES = 64 << 20
 
 def plan_task_count(spec: RunSpec) -> int:
     """Ray tasks that plan this run: 0 for the driver alone, -1 for one per
-    CPU of the cluster. Only a JSON Lines file whose samples are read
-    independently of each other qualifies: ``dataset.limit`` and few-shot
-    examples (drawn from a pool) keep the plan on the driver."""
-    from ..data.readers import detect_format
+    CPU of the cluster. Only a JSON Lines or Parquet dataset whose samples
+    are read independently of each other qualifies: ``dataset.limit`` and
+    few-shot examples (drawn from a pool) keep the plan on the driver."""
+    from ..data.readers import detect_format, parquet_files
 
     want = spec.execution.plan_tasks
     if want is not None and want < 2:
@@ -242,12 +288,14 @@ def plan_task_count(spec: RunSpec) -> int:
     d = spec.dataset
     path = Path(d.path)
     fs = spec.prompt.few_shot
-    if d.limit or (fs and fs.n) or not path.is_file():
+    if d.limit or (fs and fs.n) or not path.exists():
         return 0
     try:
-        if detect_format(path, d.format) != "jsonl":
+        kind = detect_format(path, d.format)
+        if kind not in ("jsonl", "parquet") or (kind == "jsonl" and not path.is_file()):
             return 0
-        if want is None and path.stat().st_size < PLAN_IN_TASKS_BYTES:
+        files = parquet_files(path) if kind == "parquet" else [path]
+        if want is None and sum(f.stat().st_size for f in files) < PLAN_IN_TASKS_BYTES:
             return 0
     except Exception:  # noqa: BLE001 - the driver's own reader reports a bad path or format
         return 0

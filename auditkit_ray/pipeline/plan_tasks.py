@@ -1,11 +1,12 @@
-"""Planning a large JSON Lines dataset in Ray tasks.
+"""Planning a large JSON Lines or Parquet dataset in Ray tasks.
 
 On the driver alone, reading, validating and sharding a dataset costs tens
 of microseconds per sample (workload 4's RAG samples: 45 us, 9 s for 200k),
 serially, before anything runs. Here the driver only decodes the file and
-finds where its samples start; each task reads, validates and builds the
-requests of a run of whole shards, and returns their rows and its samples'
-ids. The driver then checks the ids across parts.
+finds where its samples start (JSON Lines), or reads its Arrow tables
+(Parquet), and cuts it at shard boundaries; each task reads, validates and
+builds the requests of a run of whole shards, and returns their rows and
+its samples' ids. The driver then checks the ids across parts.
 
 The result is the plan, and any error the error, that the driver alone would
 have built, in the same order: every sample is read (a bad line or a
@@ -20,24 +21,39 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from .. import errors
 from ..errors import AuditKitError, DataError, RunError
 
 
-def plan_part(spec_json: str, path: str, text: str, first_line: int, first_shard: int, end_shard: int,
-              done: list[int], run_fp: str) -> dict[str, Any]:
-    """In a task: shards ``first_shard .. end_shard - 1``, whose lines are
-    ``text`` (from line ``first_line`` of ``path``). Returns the samples'
-    ids (with where they are and whether the id was derived from the
-    content), the first error of each phase (reading, then building), and
-    the rows of the shards not in ``done``."""
+def _records(source: tuple) -> Iterator[tuple[str, dict]]:
+    """(where, record) of one part, named as the driver's reader names them:
+    ``("jsonl", path, text, first_line)`` or ``("parquet", [(file, first_row,
+    Arrow IPC stream), ...])``."""
+    from ..data.readers import jsonl_records
+
+    if source[0] == "jsonl":
+        yield from jsonl_records(Path(source[1]), source[2], source[3])
+        return
+    import pyarrow as pa
+
+    for file, first, stream in source[1]:
+        for i, rec in enumerate(pa.ipc.open_stream(stream).read_all().to_pylist(), start=first):
+            yield f"{file} row {i}", rec
+
+
+def plan_part(spec_json: str, source: tuple, first_shard: int, end_shard: int, done: list[int]) -> dict[str, Any]:
+    """In a task: shards ``first_shard .. end_shard - 1``, whose records are
+    ``source`` (``_records``). Returns the samples' ids (with where they
+    are and whether the id was derived from the content), the first error of
+    each phase (reading, then building), and the rows of the shards not in
+    ``done``."""
     from ..adapters.prompt import PromptAdapter
     from ..config.models import RunSpec
     from ..core.gcpause import gc_paused
     from ..core.types import content_id
-    from ..data.readers import given_id, jsonl_records, sample_of
+    from ..data.readers import given_id, sample_of
     from .plan import agent_metadata_fn, shard_row
 
     spec = RunSpec.model_validate_json(spec_json)
@@ -46,7 +62,7 @@ def plan_part(spec_json: str, path: str, text: str, first_line: int, first_shard
     with gc_paused():
         pairs = []
         try:
-            for where, rec in jsonl_records(Path(path), text, first_line):
+            for where, rec in _records(source):
                 rid = given_id(d, rec)
                 derived = rid is None
                 if derived:
@@ -58,7 +74,7 @@ def plan_part(spec_json: str, path: str, text: str, first_line: int, first_shard
         except AuditKitError as exc:
             out["load_error"] = (type(exc).__name__, str(exc))
             return out
-        del text
+        del source
         size = spec.shard_size
         if not (end_shard - first_shard - 1) * size < len(pairs) <= (end_shard - first_shard) * size:
             raise RuntimeError(f"plan part {first_shard}..{end_shard}: {len(pairs)} samples for {end_shard - first_shard} shards")
@@ -68,7 +84,7 @@ def plan_part(spec_json: str, path: str, text: str, first_line: int, first_shard
         try:
             for i in range(first_shard, end_shard):
                 lo = (i - first_shard) * size
-                row = shard_row(spec, adapter, meta, run_fp, i, pairs[lo : lo + size], keep=i not in skip)
+                row = shard_row(spec, adapter, meta, i, pairs[lo : lo + size], keep=i not in skip)
                 if row is not None:
                     out["rows"][i] = row
         except AuditKitError as exc:
@@ -84,21 +100,68 @@ def _error(kind: tuple[str, str]) -> AuditKitError:
     return DataError(kind[1])
 
 
-def plan_in_tasks(spec: Any, layout: Any, is_done: Callable[[int], bool], tasks: int,
-                  address: str | None) -> tuple[int, dict[int, dict[str, bytes]], int] | None:
-    """(samples, rows of pending shards, tasks used), or None where the
-    driver must plan alone (too few shards to split, colliding content ids,
-    an empty file: the driver's reader reports that)."""
+def _jsonl_parts(path: Path, size: int) -> tuple[int, Callable[[int, int], tuple]]:
+    """The file's sample count, and the ``source`` of shards ``s0 .. s1 - 1``."""
     from ..data.readers import _decode
-    from .driver import _unwrap, init_ray
 
-    path = Path(spec.dataset.path)
     text = _decode(path)  # a file that is not UTF-8 fails here, naming its line
     lines = text.split("\n")  # the driver's reader splits at "\n" only, too
     del text
     starts = [k for k, line in enumerate(lines) if line.strip()]  # line index of each sample
     n = len(starts)
+
+    def source(s0: int, s1: int) -> tuple:
+        a = starts[s0 * size]
+        b = starts[s1 * size] if s1 * size < n else len(lines)
+        return ("jsonl", str(path), "\n".join(lines[a:b]), a + 1)
+
+    return n, source
+
+
+def _parquet_parts(path: Path, size: int) -> tuple[int, Callable[[int, int], tuple]]:
+    """As ``_jsonl_parts``, for a Parquet file or directory; a part's rows
+    travel as an Arrow IPC stream (a pickled slice would carry its whole table)."""
+    import pyarrow as pa
+
+    from ..data.readers import parquet_files, parquet_table
+
+    tables = []
+    offset = 0
+    for f in parquet_files(path):
+        t = parquet_table(f)
+        tables.append((f, t, offset))
+        offset += t.num_rows
+
+    def ipc(table: Any) -> bytes:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as w:
+            w.write_table(table)
+        return sink.getvalue().to_pybytes()
+
+    def source(s0: int, s1: int) -> tuple:
+        lo, hi = s0 * size, min(s1 * size, offset)
+        segments = []
+        for f, t, off in tables:
+            a, b = max(lo, off), min(hi, off + t.num_rows)
+            if a < b:
+                segments.append((str(f), a - off, ipc(t.slice(a - off, b - a))))
+        return ("parquet", segments)
+
+    return offset, source
+
+
+def plan_in_tasks(spec: Any, is_done: Callable[[int], bool], tasks: int,
+                  address: str | None) -> tuple[int, dict[int, dict[str, bytes]], int] | None:
+    """(samples, rows of pending shards, tasks used), or None where the
+    driver must plan alone (too few shards to split, colliding content ids,
+    an empty file: the driver's reader reports that)."""
+    from ..data.readers import detect_format
+    from .driver import _unwrap, init_ray
+
+    path = Path(spec.dataset.path)
     size = spec.shard_size
+    parts_of = _jsonl_parts if detect_format(path, spec.dataset.format) == "jsonl" else _parquet_parts
+    n, source = parts_of(path, size)
     n_shards = math.ceil(n / size)
     if n_shards < 2:
         return None
@@ -111,14 +174,9 @@ def plan_in_tasks(spec: Any, layout: Any, is_done: Callable[[int], bool], tasks:
     bounds = [round(k * n_shards / parts) for k in range(parts + 1)]
     spec_json = spec.model_dump_json(by_alias=True)
     remote = ray.remote(num_cpus=1, max_calls=1)(plan_part)  # each worker exits after its part: its heap goes back
-    refs = []
-    for k in range(parts):
-        s0, s1 = bounds[k], bounds[k + 1]
-        a = starts[s0 * size]
-        b = starts[s1 * size] if s1 * size < n else len(lines)
-        refs.append(remote.remote(spec_json, str(path), "\n".join(lines[a:b]), a + 1, s0, s1,
-                                  [i for i in range(s0, s1) if is_done(i)], layout.run_fp))
-    del lines, starts
+    refs = [remote.remote(spec_json, source(s0, s1), s0, s1, [i for i in range(s0, s1) if is_done(i)])
+            for s0, s1 in zip(bounds, bounds[1:])]
+    del source
     try:
         results = ray.get(refs)
     except Exception as exc:  # noqa: BLE001 - a task failed outside the checks above

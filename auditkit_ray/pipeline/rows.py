@@ -3,8 +3,11 @@
 A row of the Ray Data pipeline is one shard, in two columns, each a pickle
 (protocol 5) of plain Python objects:
 
-- ``payload``: ``{"run", "shard", "items": [{"request": {...}, ...}], ...}``,
-  what each stage reads and adds to (generations, annotations, scores);
+- ``payload``: ``{"shard", "items": [{"request": {...}, ...}], ...}``,
+  what each stage reads and adds to (generations, annotations, scores),
+  and ``"run"`` (the run's fingerprint) from the first stage on: the
+  pipeline's input rows carry it in a column of their own (``Plan.row``),
+  so that runs over one dataset share their planned rows;
 - ``samples``: the validated ``Sample`` of each item, in item order (repeats
   and choices of one sample are the same object, pickled once).
 

@@ -47,8 +47,14 @@ def worker_info() -> dict[str, Any]:
 
 def _rows(batch: dict[str, Any]) -> list[tuple[dict, bytes]]:
     """Each row's shard (unpacked) and its samples (still packed: a stage
-    that does not read them passes them on as they are)."""
-    return [(unpack(p), s) for p, s in zip(batch["payload"], batch["samples"])]
+    that does not read them passes them on as they are). The pipeline's
+    input rows name their run in a column of their own (``Plan.row``);
+    from the first stage on it travels in the payload."""
+    out = [(unpack(p), s) for p, s in zip(batch["payload"], batch["samples"])]
+    if "run" in batch:
+        for (shard, _), run in zip(out, batch["run"]):
+            shard["run"] = str(run)
+    return out
 
 
 def _objects(values: list[Any]) -> np.ndarray:

@@ -20,9 +20,8 @@ from ..config.models import RunSpec, SweepSpec
 from ..core.fingerprint import fingerprint
 from ..core.result import RunResult
 from ..errors import AuditKitError, RunError
-from ..store.base import open_store
 from .driver import init_ray, model_key, run_pipeline, stored_or_finish
-from .plan import Plan, build_plan
+from .plan import Plan, build_plans
 
 
 @dataclass
@@ -57,11 +56,12 @@ def gpus_for(spec: RunSpec, cluster_gpus: float) -> float:
 
 def plan_sweep(sweep: SweepSpec, source: str = "<sweep>", lines: Any = None, *, in_tasks: bool = False,
                address: str | None = None) -> tuple[str, list[Cell]]:
-    """The sweep's cells; ``in_tasks``: plan large datasets in Ray tasks (``build_plan``), starting Ray."""
+    """The sweep's cells; ``in_tasks``: plan large datasets in Ray tasks (``build_plan``), starting Ray.
+    Runs over one dataset (a grid over checkpoints) read it once (``build_plans``)."""
     from ..config.sweep import expand
 
     runs = expand(sweep, source=source, lines=lines)
-    plans = [build_plan(r, open_store(r.store), in_tasks=in_tasks, address=address) for r in runs]
+    plans = build_plans(runs, in_tasks=in_tasks, address=address)
     sweep_fp = fingerprint({"sweep": sweep.name, "runs": [p.layout.run_fp for p in plans]})
     cells: dict[str, Cell] = {}
     for p in plans:

@@ -34,7 +34,7 @@ def _run_shards_in_threads(make_spec, thread_safe: bool) -> list[tuple[float, fl
 
     backend.run = run
     stage.backend = backend
-    rows = [plan.shard_payloads[i] for i in sorted(plan.shard_payloads)][:4]
+    rows = [plan.row(i) for i in sorted(plan.shard_payloads)][:4]
     threads = [threading.Thread(target=stage, args=({k: _cell(v) for k, v in row.items()},)) for row in rows]
     for t in threads:
         t.start()
@@ -68,7 +68,7 @@ def _stage_and_rows(make_spec, **model):
                      execution={"shard_size": 20})
     plan = build_plan(spec, open_store(spec.store))
     stage = GenerateStage({plan.layout.run_fp: (spec.model_dump_json(by_alias=True), plan.store, plan.layout)})
-    return stage, [{k: _cell(v) for k, v in plan.shard_payloads[i].items()} for i in sorted(plan.shard_payloads)]
+    return stage, [{k: _cell(v) for k, v in plan.row(i).items()} for i in sorted(plan.shard_payloads)]
 
 
 def test_the_generation_actor_loads_its_model_while_the_pipeline_starts(make_spec):

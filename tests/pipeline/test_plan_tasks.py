@@ -1,6 +1,8 @@
-"""A large JSON Lines dataset is read, validated and sharded in Ray tasks
-(``execution.plan_tasks``): the plan, and any error, must be the ones the
-driver builds alone, and nothing may run before the whole dataset passed."""
+"""How the plan is built: a large JSON Lines or Parquet dataset is read,
+validated and sharded in Ray tasks (``execution.plan_tasks``), and runs that
+read one dataset the same way share one reading. The plan, and any error,
+must be the ones the driver builds alone, and nothing may run before the
+whole dataset passed."""
 
 import json
 from pathlib import Path
@@ -147,7 +149,38 @@ def test_a_run_planned_in_tasks_scores_what_a_run_planned_on_the_driver_scores(r
     assert two.perf.samples == 90
 
 
-def test_only_a_large_independent_json_lines_dataset_is_planned_in_tasks_by_default(make_spec, tmp_path):
+def parquet_dir(path: Path, recs: list[dict], cuts: list[int]) -> Path:
+    """The records as Parquet files cut at ``cuts`` (the reader takes a directory's files by name)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.mkdir()
+    for k, (a, b) in enumerate(zip([0, *cuts], [*cuts, len(recs)])):
+        pq.write_table(pa.Table.from_pylist(recs[a:b]), path / f"part-{k:02d}.parquet")
+    return path
+
+
+def test_a_parquet_dataset_planned_in_ray_tasks_is_the_plan_the_driver_builds_alone(ray_cluster, make_spec, tmp_path):
+    recs = records(113)
+    data = parquet_dir(tmp_path / "pq", recs, [37, 87])  # 37, 50 and 26 rows: parts cut across the files
+    spec = make_spec(data=data, execution={"shard_size": 10, "plan_tasks": 3})
+    alone, tasks = both(spec)
+    assert tasks.planned_in_tasks == 3 and (tasks.n_samples, tasks.n_shards) == (113, 12)
+    assert contents(tasks) == contents(alone)
+
+    # errors name the file and row, as the driver's reader does
+    dup = parquet_dir(tmp_path / "dup", [*recs[:100], {**recs[100], "id": recs[5]["id"]}, *recs[101:]], [37, 87])
+    seen = error_of(make_spec("s-dup", data=dup, execution={"shard_size": 10, "plan_tasks": 3}), True)
+    assert seen == error_of(make_spec("s-dup", data=dup, execution={"shard_size": 10, "plan_tasks": 0}), False)
+    assert "part-02.parquet row 13: duplicate sample id 'q0005' (first at" in seen and "part-00.parquet row 5" in seen
+    odd = [{**r, "retrieved_contexts": "not a list" if i == 60 else None} for i, r in enumerate(recs)]
+    bad = parquet_dir(tmp_path / "bad", odd, [37, 87])
+    seen = error_of(make_spec("s-bad", data=bad, execution={"shard_size": 10, "plan_tasks": 3}), True)
+    assert seen == error_of(make_spec("s-bad", data=bad, execution={"shard_size": 10, "plan_tasks": 0}), False)
+    assert "part-01.parquet row 23: sample 'q0060' cannot be read" in seen
+
+
+def test_only_a_large_json_lines_or_parquet_dataset_of_independent_samples_is_planned_in_tasks_by_default(make_spec, tmp_path):
     small = jsonl(tmp_path / "small.jsonl", records(10))
     assert plan_task_count(make_spec(data=small)) == 0
     big = tmp_path / "big.jsonl"
@@ -160,6 +193,35 @@ def test_only_a_large_independent_json_lines_dataset_is_planned_in_tasks_by_defa
     # samples that depend on others, or on their position, stay on the driver
     assert plan_task_count(make_spec(data=big, dataset={"limit": 5})) == 0
     assert plan_task_count(make_spec(data=big, prompt={"template": "{{ question }}", "few_shot": {"n": 2}})) == 0
+    pq_dir = parquet_dir(tmp_path / "pq", records(10), [5])
+    assert plan_task_count(make_spec(data=pq_dir)) == 0  # small
+    assert plan_task_count(make_spec(data=pq_dir, execution={"plan_tasks": 4})) == 4
     csv = tmp_path / "d.csv"
     csv.write_text("id,question,answer\nq1,What is 1 plus 1?,2\n")
     assert plan_task_count(make_spec(data=csv, execution={"plan_tasks": 4})) == 0
+
+
+def test_runs_that_read_one_dataset_the_same_way_read_it_once_and_share_its_rows(make_spec, tmp_path, monkeypatch):
+    from auditkit_ray.pipeline import plan as plan_module
+    from auditkit_ray.pipeline.plan import build_plans
+
+    reads = []
+    real = plan_module.load_samples
+    monkeypatch.setattr(plan_module, "load_samples", lambda d: reads.append(d.path) or real(d))
+    data = jsonl(tmp_path / "d.jsonl", records(50))
+    simulated = {"type": "simulated", "fixed_cost_s": 0.0, "per_token_s": 0.0, "output": "target"}
+    a = make_spec("s", data=data, execution={"shard_size": 8})
+    b = make_spec("s", data=data, execution={"shard_size": 8}, model={**simulated, "per_token_s": 0.001})  # another checkpoint
+    c = make_spec("s", data=data, execution={"shard_size": 8}, prompt={"template": "Q: {{ question }}"})  # another prompt
+    pa, pb, pc = build_plans([a, b, c])
+    assert len(reads) == 2  # a and b share one reading; c reads its own
+    assert pa.layout.run_fp != pb.layout.run_fp and pa.row(3)["run"] != pb.row(3)["run"]
+    assert all(pa.shard_payloads[i] is pb.shard_payloads[i] for i in range(7))  # one copy of the rows, not two
+    assert contents(pa) == contents(build_plan(a, open_store(a.store))) and contents(pc) != contents(pa)
+
+    # a's shard 2 is stored: a skips it, b (another run) still gets its row
+    store = open_store(a.store)
+    store.replace(pa.layout.shard(2), b"stored")
+    pa, pb = build_plans([a, b])
+    assert pa.done == {2} and 2 not in pa.shard_payloads and pb.done == set()
+    assert contents(pb) == contents(build_plan(b, open_store(b.store)))
