@@ -34,6 +34,7 @@ BENCHMARKS = {
     "compare": "bench_compare.py",
     "api": "bench_api.py",
     "store_reads": "bench_store_reads.py",
+    "plan": "bench_plan.py",
 }
 
 

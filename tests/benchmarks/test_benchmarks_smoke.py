@@ -55,6 +55,8 @@ EXPECTED = {
                          "scoring.ratio.auditkit_vs_loop", "scoring.means_match_loop", "goal.ge_1.5x_loop_excluding_ray_start"],
     "resume": ["resume.interrupted.calls", "resume.resumed.calls", "resume.uninterrupted.calls",
                "resume.repeated.samples", "resume.results_match_uninterrupted", "goal.repeated_le_one_shard"],
+    "plan": ["plan.driver_alone", "plan.in_tasks", "plan.same_plan", "plan.sweep.separately", "plan.sweep.shared",
+             "plan.sweep.shared.rows_held"],
     "compare": ["compare.auditkit.merge", "compare.auditkit.leaderboard", "compare.auditkit.peak_rss",
                 "compare.pandas.total", "compare.ratio.total.auditkit_vs_pandas", "compare.rankings_match_pandas"],
     "api": ["api.ray_start", "api.client.rps", "api.auditkit.rps", "api.auditkit.window.rps",
