@@ -29,9 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Recorder, note, parser, print_machine, rmtree, start_ray, stop_ray, timed, warm_up, with_tmpdir, write_jsonl  # noqa: E402
-from bench_scoring_overhead import METRICS, rag_records, spec  # noqa: E402
-
-SAMPLES = {"smoke": 2_000, "quick": 50_000, "full": 200_000}
+from bench_scoring_overhead import METRICS, SAMPLES, rag_records, spec  # noqa: E402
 
 
 def rows_mib(plans: list[Any]) -> float:

@@ -222,7 +222,7 @@ def build_plan(spec: RunSpec, store: ResultStore, *, in_tasks: bool = False, add
         plan.shard_payloads = {i: p for i, p in payloads.items() if i not in plan.done}
         plan.shard_payloads_built = bool(plan.shard_payloads)
         if shared is not None:
-            shared[key] = (n_samples, payloads, tasks)
+            shared.setdefault(key, (n_samples, payloads, tasks))
         return plan
 
     if shared is not None and key in shared:
