@@ -8,6 +8,7 @@ stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -228,6 +229,10 @@ def entrypoint() -> None:  # console script
     code = main()
     sys.stdout.flush()
     sys.stdout = sys.stderr  # what Ray prints while it shuts down at exit is not the command's output
+    # The interpreter's last garbage collection walks every object the run left (Ray, Arrow, pandas,
+    # metrics): ~0.4 s at the exit of each command. Nothing is left to collect that a finished command
+    # needs collected: freeze them out of it. The exit hooks (Ray's shutdown) still run.
+    gc.freeze()
     sys.exit(code)
 
 

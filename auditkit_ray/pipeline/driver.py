@@ -31,10 +31,7 @@ def init_ray(address: str | None, execution: Any) -> Any:
     pythonpath = os.pathsep.join(p for p in [cwd, os.environ.get("PYTHONPATH", "")] if p)
     # workers import user code relative to the driver's working directory, and only from there
     worker_env = {"PYTHONPATH": pythonpath, "AUDITKIT_RAY_WORKDIR": cwd}
-    kwargs: dict[str, Any] = {
-        "logging_level": logging.WARNING,
-        "log_to_driver": os.environ.get("AUDITKIT_RAY_LOG_TO_DRIVER", "0") == "1",
-    }
+    kwargs: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": _log_to_driver()}
     if address:
         ray.init(address=address, runtime_env={"env_vars": worker_env}, **kwargs)
     else:
@@ -51,8 +48,12 @@ def init_ray(address: str | None, execution: Any) -> Any:
                 include_dashboard=False,
                 **kwargs,
             )
-        atexit.register(_stop_local_monitor)  # runs before Ray's own shutdown (atexit is last in, first out)
+        atexit.register(_release_local_cluster)  # runs before Ray's own exit hook (atexit is last in, first out)
     return ray
+
+
+def _log_to_driver() -> bool:
+    return os.environ.get("AUDITKIT_RAY_LOG_TO_DRIVER", "0") == "1"
 
 
 @contextlib.contextmanager
@@ -68,6 +69,20 @@ def _environ(values: dict[str, str]):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def _release_local_cluster() -> None:
+    """At the exit of a process that started its own local cluster, stop it
+    before Ray's own exit hook does: that hook first sleeps half a second so
+    that forwarded worker logs can print, and none are forwarded unless
+    ``AUDITKIT_RAY_LOG_TO_DRIVER=1``. The autoscaler monitor goes first (see
+    ``_stop_local_monitor``). Ray's hook then finds nothing left to do."""
+    _stop_local_monitor()
+    if not _log_to_driver():
+        with contextlib.suppress(Exception):
+            import ray
+
+            ray.shutdown()
 
 
 def _stop_local_monitor() -> None:

@@ -52,3 +52,47 @@ def test_evaluate_many_loads_the_model_once_per_actor_across_datasets(make_spec,
     assert results[0].fingerprint != results[1].fingerprint
     pids = {json.loads(w)["pid"] for r in results for w in samples_table(r).column("worker").to_pylist()}
     assert len(pids) == 1, "one generation actor served both datasets (one model load)"
+
+
+PROMPTS = ["What is 3 plus 4? Answer:", "Hello", "The quick brown fox", "x"]
+
+
+def _generate(model_dir: str) -> dict:
+    import sys
+
+    from auditkit_ray.backends.base import Request
+    from auditkit_ray.backends.hf import HFBackend
+    from auditkit_ray.config.models import GenerationSettings
+    from auditkit_ray.config.models import HFBackend as HFSpec
+
+    backend = HFBackend(HFSpec(type="hf", path=model_dir, device="cpu", batch_size=2), GenerationSettings(max_new_tokens=8), 0)
+    backend.load()
+    gens = backend.generate([Request(sample_id=f"s{i}", prompt=p) for i, p in enumerate(PROMPTS)])
+    import transformers.utils
+
+    return {"texts": [g.raw_text for g in gens], "errors": [g.error for g in gens], "sklearn_imported": "sklearn" in sys.modules,
+            "transformers_sees_sklearn": transformers.utils.is_sklearn_available()}
+
+
+def test_a_generation_actor_loads_transformers_without_scikit_learn_and_generates_the_same(tiny_model):
+    # transformers imports scikit-learn (and much of SciPy) only for assisted decoding, which the backend never
+    # uses: a fresh actor skips it, and its greedy output is the one this (non-actor) process gives, where
+    # scikit-learn stays visible to transformers
+    pytest.importorskip("sklearn", reason="scikit-learn is not installed here, so there is nothing to skip")
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class Actor:
+        def run(self, model_dir: str) -> dict:
+            return _generate(model_dir)
+
+    actor = Actor.remote()
+    try:
+        in_actor = ray.get(actor.run.remote(str(tiny_model)), timeout=300)
+    finally:
+        ray.kill(actor)
+    here = _generate(str(tiny_model))
+    assert in_actor["sklearn_imported"] is False and in_actor["transformers_sees_sklearn"] is False
+    assert here["transformers_sees_sklearn"] is True
+    assert in_actor["errors"] == here["errors"] == [None] * len(PROMPTS)
+    assert in_actor["texts"] == here["texts"]
