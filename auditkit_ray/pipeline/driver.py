@@ -40,7 +40,7 @@ def init_ray(address: str | None, execution: Any) -> Any:
         # there rather than from a job runtime_env: Ray starts every worker of a job that has one through
         # an extra setup process (measured here: 1.0-1.6 s from creating three actors to their
         # constructors, against 0.3-0.6 s without).
-        with _environ(worker_env):
+        with _environ(worker_env), _dropped(_TOKEN_AUTH_LOGGER, _TOKEN_AUTH_ENABLED):
             ray.init(
                 address="local",
                 num_cpus=getattr(execution, "num_cpus", None),
@@ -50,6 +50,38 @@ def init_ray(address: str | None, execution: Any) -> Any:
             )
         atexit.register(_release_local_cluster)  # runs before Ray's own exit hook (atexit is last in, first out)
     return ray
+
+
+# Notices Ray prints on every run about its own defaults, which say nothing to our user: that a local
+# cluster (ours, started for this process and stopped with it) uses token authentication, Ray's
+# default since 2.60, and that Ray Data's progress bars are off (we print our own progress).
+# Only these two messages are dropped; their loggers' other records (e.g. Ray's warning that a
+# cluster runs *without* authentication) still print.
+_TOKEN_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+_TOKEN_AUTH_ENABLED = "Token authentication is enabled for this Ray cluster"
+_PROGRESS_LOGGER = "ray.data._internal.progress"
+_PROGRESS_OFF = "Progress bars disabled"
+
+
+class _DropMessage(logging.Filter):
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.prefix)
+
+
+@contextlib.contextmanager
+def _dropped(logger: str, prefix: str):
+    """Drop one message of ``logger`` for the duration of the block."""
+    f = _DropMessage(prefix)
+    target = logging.getLogger(logger)
+    target.addFilter(f)
+    try:
+        yield
+    finally:
+        target.removeFilter(f)
 
 
 def _log_to_driver() -> bool:
@@ -109,6 +141,9 @@ def _quiet_ray_data() -> None:
     ctx.print_on_execution_start = False
     ctx.verbose_stats_logs = False
     logging.getLogger("ray.data").setLevel(logging.WARNING)
+    progress = logging.getLogger(_PROGRESS_LOGGER)
+    if not any(isinstance(f, _DropMessage) for f in progress.filters):  # once per process
+        progress.addFilter(_DropMessage(_PROGRESS_OFF))
 
 
 def _resources(ray: Any, spec: RunSpec, scoring_actors: int) -> dict[str, Any]:

@@ -87,3 +87,40 @@ def test_a_local_cluster_gives_its_workers_the_working_directory_without_a_job_r
     assert out["n"] == 6 and out["mean"] == 0.5  # the metric was imported from the working directory in the actors
     assert out["driver_env_restored"] is True
     assert out["worker"] == {"runtime_env": {}, "workdir": str(tmp_path), "cwd_on_path": True}
+
+
+def test_a_local_run_prints_none_of_rays_notices_about_its_own_defaults(tmp_path):
+    # Ray prints, on every local run, that token authentication is on (its default) and that Ray
+    # Data's progress bars are off (we print our own); the run's own output is all that should show.
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_MODE")}
+    proc = subprocess.run([sys.executable, "-m", "auditkit_ray.cli", "run", "examples/echo.yaml", "--store", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "exact_match" in proc.stdout and "[echo-check] shards 3/3" in proc.stderr  # the run and its progress
+    assert "Token authentication is enabled" not in proc.stderr, proc.stderr
+    assert "Progress bars disabled" not in proc.stderr, proc.stderr
+
+
+def test_only_the_notice_about_rays_default_is_dropped_not_its_warning_of_a_cluster_without_authentication():
+    import logging
+
+    from ray._private.authentication import authentication_token_setup as auth
+
+    from auditkit_ray.pipeline.driver import _TOKEN_AUTH_ENABLED, _TOKEN_AUTH_LOGGER, _dropped
+
+    seen: list[str] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: seen.append(record.getMessage())  # type: ignore[method-assign]
+    logger = logging.getLogger(_TOKEN_AUTH_LOGGER)
+    assert logger is logging.getLogger(auth.__name__)
+    logger.addHandler(handler)
+    try:
+        with _dropped(_TOKEN_AUTH_LOGGER, _TOKEN_AUTH_ENABLED):
+            auth._warn_token_auth_enabled()  # Ray's own calls, so a changed message fails here
+            auth._warn_token_auth_disabled()
+        auth._warn_token_auth_enabled()  # after the block: printed again
+    finally:
+        logger.removeHandler(handler)
+    assert len(seen) == 2, seen
+    assert seen[0].startswith("Token authentication is disabled") and seen[1].startswith(_TOKEN_AUTH_ENABLED)
