@@ -72,6 +72,9 @@ class _DropMessage(logging.Filter):
         return not str(record.msg).startswith(self.prefix)
 
 
+_PROGRESS_FILTER = _DropMessage(_PROGRESS_OFF)
+
+
 @contextlib.contextmanager
 def _dropped(logger: str, prefix: str):
     """Drop one message of ``logger`` for the duration of the block."""
@@ -141,9 +144,7 @@ def _quiet_ray_data() -> None:
     ctx.print_on_execution_start = False
     ctx.verbose_stats_logs = False
     logging.getLogger("ray.data").setLevel(logging.WARNING)
-    progress = logging.getLogger(_PROGRESS_LOGGER)
-    if not any(isinstance(f, _DropMessage) for f in progress.filters):  # once per process
-        progress.addFilter(_DropMessage(_PROGRESS_OFF))
+    logging.getLogger(_PROGRESS_LOGGER).addFilter(_PROGRESS_FILTER)  # logging adds a filter once
 
 
 def _resources(ray: Any, spec: RunSpec, scoring_actors: int) -> dict[str, Any]:
