@@ -29,7 +29,8 @@ class SimulatedBackend(Backend):
         if ids & set(s.hang_ids):
             if s.hang_marker is None or not os.path.exists(s.hang_marker):
                 if s.hang_marker:
-                    open(s.hang_marker, "w").close()
+                    with open(s.hang_marker, "w") as f:
+                        f.write(str(os.getpid()))  # which process hung
                 time.sleep(3600)  # a hung engine: the watchdog must notice
         t0 = time.perf_counter()
         time.sleep(s.fixed_cost_s + s.per_token_s * s.tokens_per_output * len(requests))

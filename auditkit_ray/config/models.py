@@ -67,7 +67,7 @@ class SimulatedBackend(_Backend):
     fail_ids: list[str] = Field(default_factory=list, description="sample ids whose generation raises (fault tests)")
     oom_ids: list[str] = Field(default_factory=list, description="a batch holding one of these ids runs out of memory (fault tests)")
     hang_ids: list[str] = Field(default_factory=list, description="a batch holding one of these ids hangs (fault tests)")
-    hang_marker: str | None = Field(None, description="with hang_ids: hang only while this file does not exist yet (it is created), so a retry succeeds")
+    hang_marker: str | None = Field(None, description="with hang_ids: hang only while this file does not exist yet (it is created, holding the pid of the process that hung), so a retry succeeds")
     load_s: float = Field(0.0, ge=0, description="seconds the model load takes (once per generation actor)")
     gpu: bool = Field(True, description="request GPUs like a real model would")
     num_gpus: float = Field(1.0, gt=0, description="GPUs per generation actor when the cluster has GPUs")
