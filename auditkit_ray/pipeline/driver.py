@@ -15,6 +15,7 @@ from ..config.models import RunSpec
 from ..errors import AuditKitError, RunError, require
 from ..store.db import ExperimentDB
 from ..store.layout import RunLayout
+from .local_start import quick_local_start
 from .merge import merge
 from .plan import Plan, build_plans
 from .rows import unpack
@@ -40,7 +41,10 @@ def init_ray(address: str | None, execution: Any) -> Any:
         # there rather than from a job runtime_env: Ray starts every worker of a job that has one through
         # an extra setup process (measured here: 1.0-1.6 s from creating three actors to their
         # constructors, against 0.3-0.6 s without).
-        with _environ(worker_env), _dropped(_TOKEN_AUTH_LOGGER, _TOKEN_AUTH_ENABLED):
+        # quick_local_start: Ray's head node without the processes no one would use and without its
+        # one-second waits for the raylet (local_start.py)
+        with (_environ(worker_env), _dropped(_TOKEN_AUTH_LOGGER, _TOKEN_AUTH_ENABLED),
+              quick_local_start(kwargs["log_to_driver"])):
             ray.init(
                 address="local",
                 num_cpus=getattr(execution, "num_cpus", None),

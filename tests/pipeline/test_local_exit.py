@@ -34,7 +34,7 @@ def test_the_exit_hook_stops_the_local_cluster_itself_unless_worker_logs_are_for
     # Ray's own exit hook sleeps half a second first so that forwarded worker logs can print; ours stops the
     # cluster before it when nothing is forwarded, and leaves it to Ray's hook (and its sleep) when logs are
     quiet = _release(log_to_driver=False)
-    assert quiet["task"] == 2 and quiet["processes"] >= 4
+    assert quiet["task"] == 2 and quiet["processes"] >= 3  # GCS, raylet, monitor (local_start.py skips the rest)
     assert quiet["connected"] is False and quiet["left"] == []
     forwarded = _release(log_to_driver=True)
     assert forwarded["task"] == 2 and forwarded["connected"] is True and len(forwarded["left"]) >= 3
