@@ -20,7 +20,8 @@ def _start(**env_vars: str) -> tuple[dict, str]:
     proc = subprocess.run([sys.executable, str(SUPPORT / "local_start.py")], capture_output=True, text=True,
                           timeout=180, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[0]), proc.stdout + proc.stderr
+    report = next(line for line in proc.stdout.splitlines() if line.startswith("{"))  # forwarded lines may come first
+    return json.loads(report), proc.stdout + proc.stderr
 
 
 def test_a_local_cluster_skips_rays_api_server_only_while_rays_usage_statistics_are_off():

@@ -1,8 +1,8 @@
 """Start a local cluster the way the CLI does and report what it started;
 prints JSON: the cluster's process types, whether Ray's Node class is as it
 was before, a task's result, whether the GCS lists this node's raylet (and
-not a made-up one), and the task's own printed line travels on stderr as Ray
-forwards it (or not)."""
+not a made-up one). The task prints a line of its own, which reaches this
+process's output only if Ray forwards worker output."""
 
 import json
 import sys
