@@ -38,6 +38,8 @@ import contextlib
 import time
 from typing import Any, Iterator
 
+# the methods of Ray's ``Node`` that ``quick_local_start`` replaces while ``ray.init`` runs
+PATCHED_METHODS = ("start_api_server", "start_ray_processes", "start_log_monitor")
 _POLL_S = 0.02
 _REGISTER_TIMEOUT_S = 30.0  # Ray's own wait for its raylet, after which it raises
 
@@ -84,8 +86,7 @@ def quick_local_start(log_to_driver: bool) -> Iterator[None]:
     except ImportError:
         yield
         return
-    names = ("start_api_server", "start_ray_processes", "start_log_monitor")
-    saved = {n: Node.__dict__.get(n) for n in names}
+    saved = {n: Node.__dict__.get(n) for n in PATCHED_METHODS}
     if any(not callable(v) for v in saved.values()):
         yield
         return

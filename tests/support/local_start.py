@@ -9,10 +9,10 @@ import sys
 
 from ray._private.node import Node
 
-before = {n: Node.__dict__[n] for n in ("start_api_server", "start_ray_processes", "start_log_monitor")}
+from auditkit_ray.config.models import ExecutionSpec
+from auditkit_ray.pipeline import driver, local_start
 
-from auditkit_ray.config.models import ExecutionSpec  # noqa: E402
-from auditkit_ray.pipeline import driver, local_start  # noqa: E402
+before = {n: Node.__dict__[n] for n in local_start.PATCHED_METHODS}  # importing patches nothing; init_ray does
 
 ray = driver.init_ray(None, ExecutionSpec(num_cpus=1))
 import ray._private.worker as rw  # noqa: E402
