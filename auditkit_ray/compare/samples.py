@@ -22,6 +22,7 @@ from typing import Any
 
 from ..core.gcpause import gc_paused
 from ..core.result import RunResult, load_run
+from ..core.rowjson import loads as row_loads
 from ..errors import ConfigError
 
 Key = tuple[str, int]
@@ -94,7 +95,7 @@ def read_scores(result: RunResult, base_dir: str | os.PathLike | None = None) ->
             continue
         out.keys.add(key)
         try:
-            scores = json.loads(blob) if blob else []
+            scores = row_loads(blob) if blob else []
         except (TypeError, json.JSONDecodeError):
             return None, f"per-sample table {path}: row {key[0]!r} has unreadable scores JSON"
         for s in scores if isinstance(scores, list) else []:

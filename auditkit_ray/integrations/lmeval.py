@@ -477,6 +477,7 @@ def _map_pipeline_result(res: RunResult, task: Any, ident: dict, how: dict, *, l
     """Replace the pipeline's summaries by lm-eval's aggregates over the
     stored per-sample items, and record the task's lm-eval facts."""
     from ..api import samples_table
+    from ..core.rowjson import loads as row_loads
 
     table = samples_table(res).select(["sample_id", "scores"]).to_pylist()
     per_doc, seen = [], set()
@@ -484,7 +485,7 @@ def _map_pipeline_result(res: RunResult, task: Any, ident: dict, how: dict, *, l
         if row["sample_id"] in seen:
             continue
         seen.add(row["sample_id"])
-        per_doc.append(json.loads(row["scores"]))
+        per_doc.append(row_loads(row["scores"]))
     metrics = summaries(task, collect_items(per_doc), higher_is_better=task.higher_is_better(), ident=ident,
                         lm_version=lm_version, bootstrap_iters=bootstrap_iters)
     meta = _lm_meta("pipeline", task, ident, lm_version=lm_version, seeds=seeds, limit=limit, bootstrap_iters=bootstrap_iters,

@@ -10,7 +10,6 @@ the actors finished in.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -23,6 +22,7 @@ from ..core.registry import build_metric
 from ..core.aggregate import MeanStats
 from ..core.summary import Accumulator
 from ..core.result import Perf, RunResult, SampleError, TokenUsage
+from ..core.rowjson import loads as row_loads
 from ..core.types import Score, Status
 from ..store.base import ResultStore
 from .plan import Plan
@@ -96,7 +96,7 @@ class ShardTally:
                 t.error_count += 1
                 if len(errors) < MAX_LISTED_ERRORS:
                     errors.append((row["sample_id"], "generation", row["error"]))
-            for sc in json.loads(row["scores"]) if stored else row["scores"]:
+            for sc in row_loads(row["scores"]) if stored else row["scores"]:
                 if type(sc) is dict:
                     sc = read(sc)
                 name, status = sc.name, sc.status
@@ -119,7 +119,7 @@ class ShardTally:
             t.prompt_tokens += row["prompt_tokens"] or 0
             t.completion_tokens += row["completion_tokens"] or 0
             t.token_source = t.token_source or row["token_source"]
-            meta = json.loads(row.get("gen_metadata") or "{}") if stored else row["gen_metadata"]
+            meta = row_loads(row.get("gen_metadata") or "{}") if stored else row["gen_metadata"]
             if meta.get("cost") is not None:
                 t.cost = (t.cost or 0.0) + float(meta["cost"])
             t.retries += int(meta.get("retries") or 0)

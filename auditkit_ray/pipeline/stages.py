@@ -431,9 +431,8 @@ class ScoreStage:
             shard["annotations"] = apply_annotators_batch(annotators, gens, [it["request"]["sample_id"] for it in items])
         annotations = shard["annotations"]
         contexts = [{"annotations": a, "prompt": it["request"]["prompt"], "repeat": it["request"]["repeat"]} for a, it in zip(annotations, items)]
-        per_item: list[list[dict]] = shard.get("scores") or [[] for _ in items]
-        # the same scores as objects (this pool's as scored, earlier pools' as their dicts), for the tally
-        as_scored: list[list[Any]] = [list(p) for p in per_item] if self.final else []
+        # per item: earlier pools' scores as their dicts, then this pool's as Score objects
+        per_item: list[list[Any]] = [list(p) for p in shard.get("scores") or [[] for _ in items]]
         batch = list(zip(samples, gens, contexts))
         groups: dict[str, list[int]] = {}
         for k, it in enumerate(items):
@@ -443,24 +442,21 @@ class ScoreStage:
                 order = list(groups.values())
                 results = metric.evaluate_groups([(samples[ks[0]], [gens[k] for k in ks], [contexts[k] for k in ks]) for ks in order])
                 for ks, scores in zip(order, results):
-                    head = min(ks, key=lambda k: items[k]["request"]["repeat"])
-                    per_item[head].extend(s.to_json_dict() for s in scores)
-                    if self.final:
-                        as_scored[head].extend(scores)
+                    per_item[min(ks, key=lambda k: items[k]["request"]["repeat"])].extend(scores)
                 continue
             for k, scores in enumerate(metric.evaluate_batch(batch)):
-                per_item[k].extend(s.to_json_dict() for s in scores)
-                if self.final:
-                    as_scored[k].extend(scores)
-        shard["scores"] = per_item
+                per_item[k].extend(scores)
         if not self.final:
+            # the next pool gets plain dicts (pickled with the shard)
+            shard["scores"] = [[s if type(s) is dict else s.to_json_dict() for s in p] for p in per_item]
             return shard
         timing = {"generated_at": shard.get("generated_at"), "scored_at": time.time(), "scored_by": os.getpid()}
-        table = tables.run_table(shard["shard"], items, [s.target for s in samples], shard["generations"], annotations, per_item,
+        table = tables.run_table(shard["shard"], items, [s.target for s in samples], shard["generations"], annotations,
+                                 [[s if type(s) is dict else tables.score_row(s) for s in p] for p in per_item],
                                  {**shard["worker"], **timing})
         self.ctx.stores[key].write_table(self.ctx.layouts[key].shard(shard["shard"]), table)
         return {
-            "tally": self._tally(items, shard["generations"], as_scored, corpus),
+            "tally": self._tally(items, shard["generations"], per_item, corpus),
             "run": key,
             "shard": shard["shard"],
             "n": len(items),

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from ..core.types import jsonable
+from ..core.rowjson import dumps as _js, loads
+from ..core.types import Score
 
 GEN_COLUMNS = ("shard", "index", "sample_id", "repeat", "generation")
-
-# ``json.dumps(v, ensure_ascii=False[, default=jsonable])`` without building an encoder per call (several per row)
-_plain = json.JSONEncoder(ensure_ascii=False).encode
-_js = json.JSONEncoder(ensure_ascii=False, default=jsonable).encode
 
 
 def generation_table(shard: int, items: list[dict], generations: list[dict]):
@@ -23,13 +19,21 @@ def generation_table(shard: int, items: list[dict], generations: list[dict]):
             "index": pa.array(range(len(items)), pa.int32()),
             "sample_id": pa.array([it["request"]["sample_id"] for it in items], pa.string()),
             "repeat": pa.array([it["request"]["repeat"] for it in items], pa.int32()),
-            "generation": pa.array([_plain(g) for g in generations], pa.string()),
+            "generation": pa.array([_js(g) for g in generations], pa.string()),
         }
     )
 
 
 def generations_from_table(table) -> list[dict]:
-    return [json.loads(g) for g in table.column("generation").to_pylist()]
+    return [loads(g) for g in table.column("generation").to_pylist()]
+
+
+def score_row(score: Score) -> dict[str, Any]:
+    """A Score as the ``scores`` column stores it (``Score.to_json_dict``).
+    A plain Score's own field dict is that already (the status an enum,
+    which the JSON writes as its value), so it is used as it is: one per
+    sample and metric, this is the stage's hottest conversion. Read only."""
+    return score.__dict__ if type(score) is Score else score.to_json_dict()
 
 
 def run_table(shard: int, items: list[dict], targets: list[Any], generations: list[dict], annotations: list[dict],

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ..compare.samples import LoadedRun, load
+from ..core.rowjson import loads as row_loads
 from ..errors import ConfigError
 
 #: per-sample columns the reports read (others are ignored; missing ones are None)
@@ -120,8 +121,8 @@ def _json(v: Any, default: Any) -> Any:
     if not isinstance(v, str):
         return v
     try:
-        return json.loads(v)
-    except (TypeError, json.JSONDecodeError):
+        return row_loads(v)
+    except (TypeError, ValueError):
         return v
 
 

@@ -1,0 +1,58 @@
+"""JSON for the per-sample tables' text columns (scores, targets,
+annotations, generations): one value per row, hundreds of thousands per run.
+
+orjson (the ``ray`` extra installs it) encodes and decodes these 2-3x faster
+than the standard library; without it, or for a value orjson refuses
+(non-string dict keys, integers beyond 64 bits), the standard library does
+the same job. Either way a value reads back as the same Python value, with
+one documented exception: a NaN or infinity inside a value is written as
+``null`` by orjson, as pydantic writes it in the run's result JSON.
+
+Not for fingerprints or anything hashed: their canonical JSON has its own
+separators and key order (``core.fingerprint``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+from .types import jsonable
+
+_std_dumps = json.JSONEncoder(ensure_ascii=False, default=jsonable).encode
+_std_loads = json.loads
+
+try:  # optional: the core package needs only pydantic
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - exercised by test_rowjson's stdlib run
+    _orjson = None
+
+
+def _make(orjson: Any) -> tuple[Callable[[Any], str], Callable[[str | bytes], Any]]:
+    if orjson is None:
+        return _std_dumps, _std_loads  # type: ignore[return-value]
+    # dates and dataclasses go through ``jsonable``, as the standard library
+    # path sends them, so both write the same values
+    opts = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+    encode, decode, refused, unreadable = orjson.dumps, orjson.loads, orjson.JSONEncodeError, orjson.JSONDecodeError
+
+    def dumps(value: Any) -> str:
+        try:
+            return encode(value, default=jsonable, option=opts).decode("utf-8")
+        except refused:
+            return _std_dumps(value)
+
+    def loads(text: str | bytes) -> Any:
+        try:
+            return decode(text)
+        except unreadable:
+            # what orjson rejects and the standard library reads: NaN and
+            # Infinity, which tables written without orjson can hold
+            return _std_loads(text)
+
+    return dumps, loads
+
+
+#: ``dumps(value) -> str``: one value as JSON text, non-ASCII kept as is.
+#: ``loads(text) -> value``: a bad text raises ``json.JSONDecodeError`` (a ValueError).
+dumps, loads = _make(_orjson)

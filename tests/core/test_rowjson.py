@@ -1,0 +1,90 @@
+"""The per-sample tables' JSON (``core.rowjson``): orjson when installed, the
+standard library otherwise or for what orjson refuses; both read back the
+same values."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from pathlib import Path
+
+import orjson
+import pytest
+
+from auditkit_ray.core import rowjson
+from auditkit_ray.core.types import Score, Status
+from auditkit_ray.pipeline.tables import score_row
+
+FAST = rowjson._make(orjson)
+STDLIB = rowjson._make(None)
+
+VALUES = [
+    {"text": "naïve café ✓ 日本", "n": [1, 2.5, -3e-12, 1e16, True, None]},
+    [{"name": "m", "value": 1.0, "status": "scored", "reason": None, "metadata": {"stale": {}, "retrieved": 3}}],
+    {"big": 2**70},  # beyond 64 bits: orjson refuses, the standard library writes it
+    {"when": dt.datetime(2024, 1, 1, 12, 30, tzinfo=dt.timezone.utc), "day": dt.date(2024, 6, 1)},
+    {"groups": {"staff"}, "path": Path("/corpus/d1.txt")},  # through jsonable
+    {"status": Status.NOT_TESTED},
+    "a plain string",
+    None,
+]
+
+
+@pytest.mark.parametrize("value", VALUES, ids=range(len(VALUES)))
+def test_row_json_reads_back_the_same_values_with_orjson_as_with_the_standard_library(value):
+    fast_dumps, fast_loads = FAST
+    std_dumps, std_loads = STDLIB
+    expected = json.loads(std_dumps(value))
+    assert fast_loads(fast_dumps(value)) == expected
+    assert std_loads(fast_dumps(value)) == expected  # what orjson writes, any JSON reader reads
+    assert fast_loads(std_dumps(value)) == expected  # tables written before orjson read as before
+
+
+def test_the_package_writes_row_json_with_orjson_when_it_is_installed():
+    assert rowjson._orjson is orjson
+    assert rowjson.dumps({"a": [1, 2]}) == '{"a":[1,2]}'
+
+
+def test_row_json_keeps_a_nan_that_older_tables_hold_and_writes_a_new_one_as_null():
+    _, fast_loads = FAST
+    std_dumps, _ = STDLIB
+    old = std_dumps({"ratio": math.nan})
+    assert old == '{"ratio": NaN}'
+    assert math.isnan(fast_loads(old)["ratio"])
+    fast_dumps, _ = FAST
+    assert json.loads(fast_dumps({"ratio": math.nan, "top": math.inf})) == {"ratio": None, "top": None}
+
+
+@pytest.mark.parametrize("impl", [FAST, STDLIB], ids=["orjson", "stdlib"])
+def test_a_bad_row_json_text_raises_the_standard_decode_error(impl):
+    _, loads = impl
+    with pytest.raises(json.JSONDecodeError):
+        loads('[{"name": "m", ')
+
+
+@pytest.mark.parametrize("impl", [FAST, STDLIB], ids=["orjson", "stdlib"])
+@pytest.mark.parametrize("score", [
+    Score.scored("exact_match", 1, metadata={"cited": ["1"], "nested": {"k": [1.5]}}),
+    Score(name="token_f1", value=0.25, metadata={"stats": [1, 2]}),
+    Score.unknown("citation_recall", "answer cites nothing"),
+    Score.not_tested("freshness", "no corpus snapshot"),
+    Score.error("judge", "timeout after 30 s"),
+], ids=["scored-fast-path", "scored-validated", "unknown", "not_tested", "error"])
+def test_a_score_stored_from_its_own_fields_reads_as_its_json_dict(impl, score):
+    dumps, loads = impl
+    stored = loads(dumps([score_row(score)]))
+    assert stored == [json.loads(json.dumps(score.to_json_dict()))]
+    assert stored == [score.model_dump(mode="json")]
+    assert Score.read_json_dict(stored[0]).status is score.status
+
+
+def test_a_score_subclass_is_stored_through_its_json_dict():
+    class Tagged(Score):
+        tag: str = "x"
+
+        def to_json_dict(self):
+            return {**super().to_json_dict(), "metadata": {"tag": self.tag}}
+
+    s = Tagged(name="m", value=0.5)
+    assert score_row(s) == {"name": "m", "value": 0.5, "status": "scored", "reason": None, "metadata": {"tag": "x"}}
