@@ -228,8 +228,16 @@ class Metric(ABC):
     def evaluate_batch(self, items: list[tuple[Sample, Generation, dict]]) -> list[list[Score]]:
         out: list[list[Score] | None] = [None] * len(items)
         todo: list[int] = []
+        # missing_requirements' checks, looked up once per batch (per item and metric, this is hot)
+        getters = _GETTERS
+        checks = [(f, getters.get(f) or _field_getter(f)) for f in self.requires]
+        custom = type(self).missing_requirements is not Metric.missing_requirements
+        absent = _is_absent
         for i, (s, g, c) in enumerate(items):
-            missing = self.missing_requirements(s, g, c)
+            if custom:
+                missing = self.missing_requirements(s, g, c)
+            else:
+                missing = [f for f, get in checks if absent(get(s, g, c))] if checks else None
             if missing:
                 out[i] = [Score.not_tested(self.output_name, f"missing {', '.join(missing)}")]
             elif g is not None and g.error:

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..core.rowjson import loads as row_loads
 from ..core.types import Sample, content_id
 from ..errors import DataError, require
 
@@ -58,7 +59,7 @@ def jsonl_records(path: Path, text: str, first_line: int = 1) -> Iterator[tuple[
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            rec = row_loads(line)
         except json.JSONDecodeError as exc:
             raise DataError(f"{path}:{i}: invalid JSON line ({exc.msg})") from None
         if not isinstance(rec, dict):
@@ -68,7 +69,7 @@ def jsonl_records(path: Path, text: str, first_line: int = 1) -> Iterator[tuple[
 
 def _json(path: Path) -> Iterator[tuple[str, dict]]:
     try:
-        data = json.loads(_decode(path))
+        data = row_loads(_decode(path))
     except json.JSONDecodeError as exc:
         raise DataError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
     if isinstance(data, dict):

@@ -22,7 +22,7 @@ STDLIB = rowjson._make(None)
 VALUES = [
     {"text": "naïve café ✓ 日本", "n": [1, 2.5, -3e-12, 1e16, True, None]},
     [{"name": "m", "value": 1.0, "status": "scored", "reason": None, "metadata": {"stale": {}, "retrieved": 3}}],
-    {"big": 2**70},  # beyond 64 bits: orjson refuses, the standard library writes it
+    {"big": 2**70 + 1, "neg": -(2**63) - 1, "u64": 2**64 - 1},  # beyond 64 bits: orjson refuses them, and reads them as floats
     {"when": dt.datetime(2024, 1, 1, 12, 30, tzinfo=dt.timezone.utc), "day": dt.date(2024, 6, 1)},
     {"groups": {"staff"}, "path": Path("/corpus/d1.txt")},  # through jsonable
     {"status": Status.NOT_TESTED},
@@ -88,3 +88,18 @@ def test_a_score_subclass_is_stored_through_its_json_dict():
 
     s = Tagged(name="m", value=0.5)
     assert score_row(s) == {"name": "m", "value": 0.5, "status": "scored", "reason": None, "metadata": {"tag": "x"}}
+
+
+@pytest.mark.parametrize("text", ["[12345678901234567890123]", '{"id": -9999999999999999999}', "18446744073709551616"])
+def test_row_json_reads_an_integer_beyond_64_bits_exactly_where_orjson_alone_would_make_it_a_float(text):
+    _, fast_loads = FAST
+    assert isinstance(json.loads(orjson.dumps(orjson.loads(text))), (float, list, dict))  # orjson alone: a float
+    value = fast_loads(text)
+    assert value == json.loads(text)
+    number = value[0] if isinstance(value, list) else value["id"] if isinstance(value, dict) else value
+    assert type(number) is int and abs(number) >= 2**63
+
+
+def test_row_json_reads_bytes_as_text():
+    _, fast_loads = FAST
+    assert fast_loads('{"é": [1, 2]}'.encode()) == {"é": [1, 2]}
