@@ -7,8 +7,8 @@ than the standard library; without it, or for a value orjson refuses
 the same job, and a text with a run of 19 digits or more is read by the
 standard library (orjson reads an integer beyond 64 bits as a float). Either
 way a value reads back as the same Python value, with one documented
-exception: a NaN or infinity inside a value is written as ``null`` by
-orjson, as pydantic writes it in the run's result JSON.
+exception: a NaN or infinity inside a value is written as ``null``, as
+orjson and pydantic (the run's result JSON) write it.
 
 Not for fingerprints or anything hashed: their canonical JSON has its own
 separators and key order (``core.fingerprint``).
@@ -21,12 +21,34 @@ from typing import Any, Callable
 
 from .types import jsonable
 
-_std_dumps = json.JSONEncoder(ensure_ascii=False, default=jsonable).encode
+_std_encode = json.JSONEncoder(ensure_ascii=False, default=jsonable, allow_nan=False).encode
 _std_loads = json.loads
+
+
+def _finite(v: Any) -> Any:
+    """``v`` with every NaN and infinity (in dicts, lists, tuples) as None."""
+    if isinstance(v, float):
+        return v if v == v and v not in (float("inf"), float("-inf")) else None
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_finite(x) for x in v]
+    return v
+
+
+def _std_dumps(value: Any) -> str:
+    """The standard library's JSON of ``value``, a NaN or infinity as null
+    (as orjson and pydantic write them)."""
+    try:
+        return _std_encode(value)
+    except ValueError as exc:
+        if "float" not in str(exc):  # not "Out of range float values..." (a circular value, say)
+            raise
+        return _std_encode(_finite(value))  # rare: walk the value only then
 
 try:  # optional: the core package needs only pydantic
     import orjson as _orjson
-except ImportError:  # pragma: no cover - exercised by test_rowjson's stdlib run
+except ImportError:  # pragma: no cover - the fallback itself, _make(None), is tested
     _orjson = None
 
 

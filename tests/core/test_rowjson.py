@@ -46,14 +46,22 @@ def test_the_package_writes_row_json_with_orjson_when_it_is_installed():
     assert rowjson.dumps({"a": [1, 2]}) == '{"a":[1,2]}'
 
 
-def test_row_json_keeps_a_nan_that_older_tables_hold_and_writes_a_new_one_as_null():
-    _, fast_loads = FAST
-    std_dumps, _ = STDLIB
-    old = std_dumps({"ratio": math.nan})
+def test_row_json_reads_a_nan_that_older_tables_hold():
+    old = json.dumps({"ratio": math.nan}, ensure_ascii=False)  # how tables were written before
     assert old == '{"ratio": NaN}'
-    assert math.isnan(fast_loads(old)["ratio"])
-    fast_dumps, _ = FAST
-    assert json.loads(fast_dumps({"ratio": math.nan, "top": math.inf})) == {"ratio": None, "top": None}
+    for _, loads in (FAST, STDLIB):
+        assert math.isnan(loads(old)["ratio"])
+
+
+@pytest.mark.parametrize("impl", [FAST, STDLIB], ids=["orjson", "stdlib"])
+@pytest.mark.parametrize("extra", [{}, {"big": 2**70 + 1}], ids=["plain", "with-an-int-orjson-refuses"])
+def test_row_json_writes_a_nan_or_an_infinity_as_null_whichever_library_writes_it(impl, extra):
+    dumps, loads = impl
+    value = {"ratio": math.nan, "top": [math.inf, -math.inf, 1.5], "nested": ({"x": math.nan},), **extra}
+    text = dumps(value)
+    assert "NaN" not in text and "Infinity" not in text
+    assert json.loads(text) == {"ratio": None, "top": [None, None, 1.5], "nested": [{"x": None}], **extra}
+    assert loads(text) == json.loads(text)
 
 
 @pytest.mark.parametrize("impl", [FAST, STDLIB], ids=["orjson", "stdlib"])

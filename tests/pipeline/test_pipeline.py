@@ -336,3 +336,28 @@ def test_merging_the_scoring_actors_tallies_equals_merging_the_stored_shards(mak
                   generation_s=res.perf.generation_s or 0.0, new_tokens=round((res.perf.tokens_per_s or 0) * res.perf.wall_s))
     assert read_back == list(range(7))  # this time all from the store
     assert again.model_dump(exclude={"created_at"}) == res.model_dump(exclude={"created_at"})
+
+
+def test_score_metadata_that_json_writers_treat_differently_is_stored_as_documented(make_spec):
+    # the scores column is JSON text any reader reads; orjson writes it when installed, the standard
+    # library what orjson refuses (an integer beyond 64 bits): both must read back exactly, a NaN as null
+    from auditkit_ray.core.rowjson import loads
+    from auditkit_ray.pipeline.merge import merge
+    from auditkit_ray.pipeline.plan import build_plan
+    from auditkit_ray.store.base import open_store
+
+    spec = make_spec(metrics=["exact_match", "tests_support_metrics:AwkwardMetadata"])
+    res = evaluate(spec)
+    assert res.metrics["awkward_metadata"].mean == 1.0 and res.metrics["awkward_metadata"].n == 40
+    rows = samples_table(res).to_pylist()
+    assert len(rows) == 40
+    for r in rows:
+        stored = {s["name"]: s for s in json.loads(r["scores"])}
+        assert stored["awkward_metadata"]["metadata"] == {"big": 2**70 + 1, "ratio": None, "word": "日本 café",
+                                                          "day": "2024-06-01", "groups": ["staff"]}
+        assert type(stored["awkward_metadata"]["metadata"]["big"]) is int
+        assert loads(r["scores"]) == json.loads(r["scores"])
+    plan = build_plan(spec, open_store(spec.store))
+    again = merge(plan, plan.store, wall_s=res.perf.wall_s, generated=res.perf.generated,
+                  generation_s=res.perf.generation_s or 0.0, new_tokens=round((res.perf.tokens_per_s or 0) * res.perf.wall_s))
+    assert again.metrics == res.metrics  # tallied again from the stored text: the same numbers

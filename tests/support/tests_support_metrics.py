@@ -40,3 +40,18 @@ class PidOracle(Metric):
         import os
 
         return Score.scored(self.name, 1.0, metadata={"pid": os.getpid()})
+
+
+class AwkwardMetadata(Metric):
+    """Metadata that JSON writers treat differently: an integer beyond 64
+    bits, a NaN, non-ASCII text, a date and a set."""
+
+    name = "awkward_metadata"
+    direction = Direction.MAXIMIZE
+
+    def score(self, sample, generation, context):
+        import datetime
+        import math
+
+        return Score.scored(self.name, 1.0, metadata={"big": 2**70 + 1, "ratio": math.nan, "word": "日本 café",
+                                                      "day": datetime.date(2024, 6, 1), "groups": {"staff"}})
