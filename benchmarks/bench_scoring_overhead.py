@@ -17,9 +17,11 @@ Figures: samples/s of auditkit (Ray already started and warmed up by one tiny
 run; both reported separately), of the loop, their ratio; and driver-side costs measured
 on their own after the run: building the plan (before any actor starts) on
 the driver alone and in Ray tasks (what the run does for a file of 64 MiB
-or more: ``--full``), and merging the run's shards back from the store (what a resumed
+or more: ``--full``), merging the run's shards back from the store (what a resumed
 run does for the shards an earlier run wrote; a run merges the tallies its
-scoring actors sent instead).
+scoring actors sent instead), and the CPU per sample of the generation and
+scoring stages run in this process on up to 10k samples (``stage_cpu``: no
+Ray hand-offs, steadier than wall times on a shared machine).
 Goal: auditkit >= 1.5x the loop once Ray start-up is excluded.
 """
 
@@ -110,6 +112,42 @@ def plain_loop(data: Path) -> tuple[dict[str, float], int]:
     return {k: sums[k] / counts[k] for k in sums if counts[k]}, len(samples)
 
 
+def stage_cpu(data: Path, store: Path, n: int, passes: int = 5) -> tuple[float, float, int]:
+    """One generation and one scoring actor's CPU per sample, without Ray's
+    hand-offs: the first ``n`` samples planned on the driver, each shard
+    through ``GenerateStage`` once, then through ``ScoreStage`` ``passes``
+    times (the best pass; both stages pause the GC as in the actors).
+    ``time.process_time``, so steadier than the wall times on a shared
+    machine. Returns (generate, score) in us per sample, and n."""
+    import time
+
+    import numpy as np
+
+    from auditkit_ray.config.loader import run_spec_from_dict
+    from auditkit_ray.pipeline.plan import build_plan
+    from auditkit_ray.pipeline.stages import GenerateStage, ScoreStage
+    from auditkit_ray.store.base import open_store
+
+    d = spec(data, store, 1)
+    d["dataset"]["limit"] = n
+    rs = run_spec_from_dict(d, "<bench>")
+    plan = build_plan(rs, open_store(rs.store))
+    runs = {plan.layout.run_fp: (plan.spec.model_dump_json(by_alias=True), plan.store, plan.layout)}
+    gen, score = GenerateStage(runs=runs), ScoreStage(runs=runs, pool="checks", final=True)
+    rows = [{k: np.array([v], dtype=object) for k, v in plan.row(i).items()} for i in plan.pending]
+    t0 = time.process_time()
+    generated = [gen(r) for r in rows]
+    gen_s = time.process_time() - t0
+    best = float("inf")
+    for _ in range(passes):
+        t0 = time.process_time()
+        for g in generated:
+            score(g)
+        best = min(best, time.process_time() - t0)
+    done = plan.n_samples
+    return gen_s / done * 1e6, best / done * 1e6, done
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = parser(__doc__.split("\n\n")[0])
     ap.add_argument("--samples", type=int, help="number of samples (default: by mode)")
@@ -145,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         plan_done = build_plan(rs_done, open_store(rs_done.store))
         with timed() as t_merge:
             merge(plan_done, plan_done.store, wall_s=1.0, generated=0, generation_s=0.0, new_tokens=0)
+        gen_us, score_us, staged = stage_cpu(data, work / "store-stage", min(n, 10_000))
     finally:
         stop_ray()
     ours_means = {k: v.mean for k, v in res.metrics.items() if v.mean is not None}
@@ -165,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     rec.emit("scoring.driver.plan_in_tasks", t_plan_tasks["s"],
              f"s ({tasks_plan.planned_in_tasks or 'no'} Ray tasks: what the run did; the driver alone below 64 MiB)")
     rec.emit("scoring.driver.merge_from_store", t_merge["s"], "s")
+    rec.emit("scoring.stage.generate_cpu", gen_us, f"us/sample (GenerateStage in one process, {staged} samples)")
+    rec.emit("scoring.stage.score_cpu", score_us, f"us/sample (ScoreStage in one process, {staged} samples, best of 5 passes)")
     rec.emit("scoring.means_match_loop", True)
     rec.goal("ge_1.5x_loop_excluding_ray_start", ours_rate >= 1.5 * loop_rate, f"{ours_rate / loop_rate:.2f}x")
     rmtree(work)
