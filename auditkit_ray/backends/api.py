@@ -45,6 +45,7 @@ import re
 import sqlite3
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -143,9 +144,19 @@ class ResponseCache:
         self._conn.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)")
 
     def get(self, key: str) -> dict[str, Any] | None:
+        return self.get_many([key]).get(key)
+
+    def get_many(self, keys: list[str]) -> dict[str, dict[str, Any]]:
+        """The cached values of those ``keys`` that are cached: one query per
+        500 keys (a query per key cost more than parsing the answer)."""
+        found: dict[str, dict[str, Any]] = {}
+        unique = list(dict.fromkeys(keys))
         with self._lock:
-            row = self._conn.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
-        return json.loads(row[0]) if row else None
+            for k in range(0, len(unique), 500):
+                part = unique[k:k + 500]
+                marks = ",".join("?" * len(part))
+                found.update(self._conn.execute(f"SELECT key, value FROM responses WHERE key IN ({marks})", part).fetchall())
+        return {key: json.loads(value) for key, value in found.items()}
 
     def put(self, key: str, value: dict[str, Any]) -> None:
         self.put_many([(key, value)])
@@ -239,6 +250,34 @@ def _normalise_logprobs(choice: dict[str, Any], chat: bool) -> list[dict[str, An
     return out or None
 
 
+class _CacheWrites:
+    """One ``generate()`` call's answers on their way to the response cache:
+    every ``_CACHE_FLUSH`` of them are written as they arrive (a killed run
+    pays for none twice), by the backend's writer thread, so that the event
+    loop never waits on SQLite; ``flush`` writes the rest and waits for all."""
+
+    def __init__(self, cache: ResponseCache | None, writer: ThreadPoolExecutor | None) -> None:
+        self.cache, self.writer = cache, writer
+        self.items: list[tuple[str, dict[str, Any]]] = []
+        self.pending: list[asyncio.Future] = []
+
+    def add(self, key: str, value: dict[str, Any]) -> None:
+        self.items.append((key, value))
+        if len(self.items) >= _CACHE_FLUSH:
+            self._write()
+
+    def _write(self) -> None:
+        batch, self.items = self.items, []
+        if batch and self.cache is not None:
+            self.pending.append(asyncio.get_running_loop().run_in_executor(self.writer, self.cache.put_many, batch))
+
+    async def flush(self) -> None:
+        self._write()
+        pending, self.pending = self.pending, []
+        if pending:
+            await asyncio.gather(*pending)
+
+
 class APIBackend(Backend):
     #: the backend can report top log-probabilities (judges ask for them)
     supports_logprobs = True
@@ -265,6 +304,7 @@ class APIBackend(Backend):
         self._sem: asyncio.Semaphore | None = None
         self._limiter: _RateLimiter | None = None
         self._key_parts: tuple | None = None
+        self._cache_writer: ThreadPoolExecutor | None = None
 
     # ------------------------------------------------------------------ setup
     def load(self) -> None:
@@ -292,6 +332,8 @@ class APIBackend(Backend):
                 remember_secret(v)
         if self.spec.cache:
             self._cache = ResponseCache(self.spec.cache_path or default_cache_path())
+            # the cache's writes leave the event loop for this thread (one, so they stay in order)
+            self._cache_writer = ThreadPoolExecutor(1, thread_name_prefix="auditkit-api-cache")
         self._identity = {"type": "api", **self.spec.settings_identity()}
         if self.spec.tools:
             self._default_tools = openai_tools(self.spec.tools)
@@ -312,6 +354,9 @@ class APIBackend(Backend):
                 self._loop_thread.join(timeout=10)
             loop.close()
             self._loop_thread = None
+        if self._cache_writer is not None:
+            self._cache_writer.shutdown(wait=True)
+            self._cache_writer = None
         if self._cache is not None:
             self._cache.close()
             self._cache = None
@@ -491,22 +536,8 @@ class APIBackend(Backend):
             retries += 1
             await asyncio.sleep(wait)
 
-    async def _one(self, client: Any, limiter: _RateLimiter, sem: asyncio.Semaphore, r: Request,
-                   to_cache: list[tuple[str, dict[str, Any]]]) -> Generation:
-        try:
-            body = self.body(r)
-        except (ToolSchemaError, ValueError) as exc:
-            return Generation(error=f"request not sent: {exc}", metadata={"retries": 0})
-        key = self.cache_key(r, body) if self._cache is not None else None
-        if key is not None:
-            hit = self._cache.get(key)
-            if hit is not None:
-                try:
-                    gen = self.parse(hit["response"], hit.get("latency_s"))
-                    gen.metadata.update(retries=0, cached=True)
-                    return gen
-                except MalformedResponse:
-                    pass  # never cached in the first place; re-ask
+    async def _one(self, client: Any, limiter: _RateLimiter, sem: asyncio.Semaphore, body: dict[str, Any], key: str | None,
+                   to_cache: "_CacheWrites") -> Generation:
         t0 = time.perf_counter()
         async with sem:
             try:
@@ -519,14 +550,11 @@ class APIBackend(Backend):
             return Generation(error=scrub_text(f"malformed response body: {exc}"), metadata={"retries": retries, "cached": False})
         gen.metadata.update(retries=retries, cached=False, total_s=time.perf_counter() - t0)
         if key is not None:
-            to_cache.append((key, {"response": data, "latency_s": latency}))
-            if len(to_cache) >= _CACHE_FLUSH:  # answers are stored as they come: a killed run pays for none twice
-                batch = to_cache[:]
-                to_cache.clear()
-                self._cache.put_many(batch)
+            to_cache.add(key, {"response": data, "latency_s": latency})
         return gen
 
-    async def _all(self, requests: list[Request]) -> list[Generation]:
+    async def _all(self, requests: list[tuple[dict[str, Any], str | None]]) -> list[Generation]:
+        """Send (body, cache key) requests, at most ``max_concurrency`` at once."""
         import aiohttp
 
         # one limit for the backend, not per call: the generation actor may run several shards at
@@ -536,7 +564,7 @@ class APIBackend(Backend):
             self._sem = asyncio.Semaphore(self.spec.max_concurrency)
             self._limiter = _RateLimiter(self.spec.requests_per_second)
         limiter, sem = self._limiter, self._sem
-        to_cache: list[tuple[str, dict[str, Any]]] = []
+        to_cache = _CacheWrites(self._cache, self._cache_writer)
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(limit=self.spec.max_concurrency)
             timeout = aiohttp.ClientTimeout(total=self.spec.timeout_s)
@@ -551,10 +579,9 @@ class APIBackend(Backend):
                 self._proxy = self._proxy_auth = None
             self._session = aiohttp.ClientSession(connector=connector, timeout=timeout)
         try:
-            return list(await asyncio.gather(*(self._one(self._session, limiter, sem, r, to_cache) for r in requests)))
+            return list(await asyncio.gather(*(self._one(self._session, limiter, sem, body, key, to_cache) for body, key in requests)))
         finally:
-            if self._cache is not None:
-                self._cache.put_many(to_cache)
+            await to_cache.flush()
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         with self._loop_lock:  # generate() may be called from several threads (shards in flight)
@@ -569,4 +596,32 @@ class APIBackend(Backend):
         self.load()
         if not requests:
             return []
-        return asyncio.run_coroutine_threadsafe(self._all(requests), self._event_loop()).result()
+        # in the calling (shard) thread, not on the event loop that every shard's requests share: each
+        # request's body and cache key, and the cached answers (one query); only the others are sent
+        out: list[Generation | None] = [None] * len(requests)
+        prepared: list[tuple[int, dict[str, Any], str | None]] = []
+        for i, r in enumerate(requests):
+            try:
+                body = self.body(r)
+            except (ToolSchemaError, ValueError) as exc:
+                out[i] = Generation(error=f"request not sent: {exc}", metadata={"retries": 0})
+                continue
+            prepared.append((i, body, self.cache_key(r, body) if self._cache is not None else None))
+        hits = self._cache.get_many([key for _, _, key in prepared if key is not None]) if self._cache is not None else {}
+        todo: list[tuple[int, dict[str, Any], str | None]] = []
+        for i, body, key in prepared:
+            hit = hits.get(key) if key is not None else None
+            if hit is not None:
+                try:
+                    gen = self.parse(hit["response"], hit.get("latency_s"))
+                    gen.metadata.update(retries=0, cached=True)
+                    out[i] = gen
+                    continue
+                except MalformedResponse:
+                    pass  # never cached in the first place; re-ask
+            todo.append((i, body, key))
+        if todo:
+            sent = asyncio.run_coroutine_threadsafe(self._all([(body, key) for _, body, key in todo]), self._event_loop()).result()
+            for (i, _, _), gen in zip(todo, sent):
+                out[i] = gen
+        return out  # type: ignore[return-value]

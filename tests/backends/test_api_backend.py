@@ -309,3 +309,40 @@ def test_the_proxy_from_the_environment_is_used_and_no_proxy_bypasses_it(tmp_pat
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     gen = _backend(server, tmp_path, max_retries=0, cache=False).generate(_reqs(1))[0]
     assert gen.error is None and gen.text == "reply to question 0" and server.requests == 1
+
+
+def test_the_response_cache_is_read_in_one_query_and_written_off_the_event_loop(server, tmp_path, monkeypatch):
+    # the event loop carries every shard's requests: SQLite must not block it (one query per request
+    # and a transaction per 32 answers did), and a batch's cached answers are found in one query
+    from auditkit_ray.backends.api import _CACHE_FLUSH, ResponseCache
+
+    reads, writes = [], []
+    get_many, put_many = ResponseCache.get_many, ResponseCache.put_many
+    monkeypatch.setattr(ResponseCache, "get_many", lambda self, keys: (reads.append((threading.current_thread().name, len(keys))),
+                                                                         get_many(self, keys))[1])
+    monkeypatch.setattr(ResponseCache, "put_many", lambda self, items: (writes.append((threading.current_thread().name, len(items))),
+                                                                          put_many(self, items))[1])
+    b = _backend(server, tmp_path, max_concurrency=8)
+    n = 3 * _CACHE_FLUSH + 5
+    first = b.generate(_reqs(n))
+    assert [g.text for g in first] == [f"reply to question {i}" for i in range(n)]
+    assert reads == [(threading.current_thread().name, n)]  # one lookup, in the caller's thread
+    assert writes and all(name.startswith("auditkit-api-cache") for name, _ in writes), writes
+    assert sum(k for _, k in writes) == n and len(ResponseCache(tmp_path / "cache.sqlite")) == n
+    again = b.generate(_reqs(n) + [Request(sample_id="new", prompt="question new")])
+    assert [g.metadata["cached"] for g in again] == [True] * n + [False]
+    assert [g.text for g in again[:n]] == [g.text for g in first]
+    assert server.requests == n + 1  # the second call sent only the new request
+    b.close()
+
+
+def test_response_cache_get_many_finds_cached_keys_across_query_chunks(tmp_path):
+    from auditkit_ray.backends.api import ResponseCache
+
+    c = ResponseCache(tmp_path / "c.sqlite")
+    c.put_many([(f"k{i}", {"v": i}) for i in range(0, 1200, 2)])
+    keys = [f"k{i}" for i in range(1200)] + ["k0", "missing"]
+    got = c.get_many(keys)
+    assert got == {f"k{i}": {"v": i} for i in range(0, 1200, 2)}
+    assert c.get("k2") == {"v": 2} and c.get("k1") is None
+    c.close()
