@@ -592,6 +592,18 @@ class APIBackend(Backend):
                 self._loop = loop
             return self._loop
 
+    def _from_cache(self, hit: dict[str, Any] | None) -> Generation | None:
+        """A cached answer as a Generation; None when there is none or it does
+        not parse (never cached in the first place: the request is asked again)."""
+        if hit is None:
+            return None
+        try:
+            gen = self.parse(hit["response"], hit.get("latency_s"))
+        except MalformedResponse:
+            return None
+        gen.metadata.update(retries=0, cached=True)
+        return gen
+
     def generate(self, requests: list[Request]) -> list[Generation]:
         self.load()
         if not requests:
@@ -610,16 +622,11 @@ class APIBackend(Backend):
         hits = self._cache.get_many([key for _, _, key in prepared if key is not None]) if self._cache is not None else {}
         todo: list[tuple[int, dict[str, Any], str | None]] = []
         for i, body, key in prepared:
-            hit = hits.get(key) if key is not None else None
-            if hit is not None:
-                try:
-                    gen = self.parse(hit["response"], hit.get("latency_s"))
-                    gen.metadata.update(retries=0, cached=True)
-                    out[i] = gen
-                    continue
-                except MalformedResponse:
-                    pass  # never cached in the first place; re-ask
-            todo.append((i, body, key))
+            gen = self._from_cache(hits.get(key)) if key is not None else None
+            if gen is not None:
+                out[i] = gen
+            else:
+                todo.append((i, body, key))
         if todo:
             sent = asyncio.run_coroutine_threadsafe(self._all([(body, key) for _, body, key in todo]), self._event_loop()).result()
             for (i, _, _), gen in zip(todo, sent):

@@ -17,6 +17,7 @@ separators and key order (``core.fingerprint``).
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Callable
 
 from .types import jsonable
@@ -28,7 +29,7 @@ _std_loads = json.loads
 def _finite(v: Any) -> Any:
     """``v`` with every NaN and infinity (in dicts, lists, tuples) as None."""
     if isinstance(v, float):
-        return v if v == v and v not in (float("inf"), float("-inf")) else None
+        return v if math.isfinite(v) else None
     if isinstance(v, dict):
         return {k: _finite(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
@@ -45,6 +46,7 @@ def _std_dumps(value: Any) -> str:
         if "float" not in str(exc):  # not "Out of range float values..." (a circular value, say)
             raise
         return _std_encode(_finite(value))  # rare: walk the value only then
+
 
 try:  # optional: the core package needs only pydantic
     import orjson as _orjson
