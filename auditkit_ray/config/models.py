@@ -483,9 +483,10 @@ class ExecutionSpec(Strict):
     max_shard_retries: int = Field(3, ge=0)
     shard_timeout_s: float | None = Field(None, gt=0)
     plan_tasks: int | None = Field(
-        None, ge=0, description="Ray tasks that read, validate and shard a JSON Lines or Parquet dataset before the run starts, "
-        "each its own part (default: one per CPU of the cluster for 64 MiB of files or more, else none: the driver "
-        "alone; 0 or 1: the driver alone). `dataset.limit` and few-shot examples keep it on the driver")
+        None, ge=0, description="parts a JSON Lines or Parquet dataset is read, validated and sharded in, in parallel, "
+        "before the run starts: the driver reads the first, a Ray task each of the others (default: one per CPU of the "
+        "cluster for 64 MiB of files or more, else the driver alone; 0 or 1: the driver alone). `dataset.limit` and "
+        "few-shot examples keep it on the driver")
     num_cpus: float | None = Field(None, ge=0, description="for `ray.init` when Ray starts locally")
     num_gpus: float | None = Field(None, ge=0, description="logical GPUs for `ray.init` when Ray starts locally")
 

@@ -38,8 +38,10 @@ class Plan:
     cached_generations: set[int] = field(default_factory=set)
     #: true when some shard was pending at planning time (there was work to do)
     shard_payloads_built: bool = False
-    #: Ray tasks that read and validated the dataset (0: the driver did, alone)
+    #: parts the dataset was read and validated in, in parallel (0: the driver read it whole, alone)
     planned_in_tasks: int = 0
+    #: the process that read each part: the driver (the first part) and the Ray tasks' workers
+    plan_readers: list[int] = field(default_factory=list)
 
     def row(self, shard: int) -> dict[str, Any]:
         """The pipeline's input row of a pending shard: its payload and samples, and which run it is."""
@@ -199,8 +201,9 @@ def build_plan(spec: RunSpec, store: ResultStore, *, in_tasks: bool = False, add
     """Read and validate the dataset, build every request, cut shards.
 
     ``in_tasks``: a large JSON Lines or Parquet dataset (``execution.plan_tasks``) is
-    read, validated and cut in Ray tasks, one part each, starting Ray
-    (``address``) if needed; the driver then checks sample ids across parts.
+    read, validated and cut in parts at once, the first on the driver and
+    each other in a Ray task, starting Ray (``address``) if needed; the
+    driver then checks sample ids across parts.
     Either way the whole dataset is validated before anything runs, and the
     plan (and any error) is the one the driver alone would have built.
 
@@ -214,15 +217,16 @@ def build_plan(spec: RunSpec, store: ResultStore, *, in_tasks: bool = False, add
     gen_names = set(store.list(layout.gen_dir))
     key = rows_key(spec) if shared is not None else None
 
-    def planned(n_samples: int, payloads: dict[int, dict[str, bytes]], tasks: int) -> Plan:
+    def planned(n_samples: int, payloads: dict[int, dict[str, bytes]], readers: list[int]) -> Plan:
         n_shards = math.ceil(n_samples / size)
-        plan = Plan(spec=spec, store=store, n_samples=n_samples, layout=layout, n_shards=n_shards, planned_in_tasks=tasks)
+        plan = Plan(spec=spec, store=store, n_samples=n_samples, layout=layout, n_shards=n_shards,
+                    planned_in_tasks=len(readers), plan_readers=readers)
         plan.done = {i for i in range(n_shards) if RunLayout.shard_name(i) in done_names}
         plan.cached_generations = {i for i in range(n_shards) if RunLayout.shard_name(i) in gen_names}
         plan.shard_payloads = {i: p for i, p in payloads.items() if i not in plan.done}
         plan.shard_payloads_built = bool(plan.shard_payloads)
         if shared is not None:
-            shared.setdefault(key, (n_samples, payloads, tasks))
+            shared.setdefault(key, (n_samples, payloads, readers))
         return plan
 
     if shared is not None and key in shared:
@@ -248,7 +252,7 @@ def build_plan(spec: RunSpec, store: ResultStore, *, in_tasks: bool = False, add
                         keep=not stored(i))
         if row is not None:
             payloads[i] = row
-    return planned(len(samples), payloads, 0)
+    return planned(len(samples), payloads, [])
 
 
 def build_plans(specs: list[RunSpec], *, in_tasks: bool = False, address: str | None = None) -> list[Plan]:
@@ -276,8 +280,8 @@ PLAN_IN_TASKS_BYTES = 64 << 20
 
 
 def plan_task_count(spec: RunSpec) -> int:
-    """Ray tasks that plan this run: 0 for the driver alone, -1 for one per
-    CPU of the cluster. Only a JSON Lines or Parquet dataset whose samples
+    """Parts that plan this run in parallel (the driver one, Ray tasks the
+    others): 0 for the driver alone, -1 for one per CPU of the cluster. Only a JSON Lines or Parquet dataset whose samples
     are read independently of each other qualifies: ``dataset.limit`` and
     few-shot examples (drawn from a pool) keep the plan on the driver."""
     from ..data.readers import detect_format, parquet_files

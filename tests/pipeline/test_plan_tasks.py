@@ -5,6 +5,7 @@ must be the ones the driver builds alone, and nothing may run before the
 whole dataset passed."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -80,12 +81,25 @@ def test_a_plan_built_in_ray_tasks_is_the_plan_the_driver_builds_alone(ray_clust
     assert contents(tasks) == contents(alone)
 
 
+def test_the_driver_reads_the_first_part_itself_while_ray_tasks_read_the_others(ray_cluster, make_spec, tmp_path):
+    data = jsonl(tmp_path / "d.jsonl", records(90))
+    spec = make_spec(data=data, execution={"shard_size": 10, "plan_tasks": 3})
+    alone, tasks = both(spec)
+    assert tasks.planned_in_tasks == 3 and len(tasks.plan_readers) == 3
+    first, *others = tasks.plan_readers
+    assert first == os.getpid()  # no task (and no worker process to start) for the first part
+    assert os.getpid() not in others and len(set(others)) == 2  # each other part in a worker of its own
+    assert contents(tasks) == contents(alone)
+
+
 def test_a_bad_sample_found_in_a_plan_task_fails_with_the_drivers_own_error(ray_cluster, make_spec, tmp_path):
     recs = records(200)
     lines = [json.dumps(r) for r in recs]
     cases = {}
     # a line that is not JSON, in the last part
     cases["json"] = lines[:170] + ["{not json"] + lines[171:]
+    # the same in the first part, which the driver reads itself
+    cases["json_first"] = lines[:5] + ["{not json"] + lines[6:]
     # a duplicate id in the last part of a sample in the first part
     cases["duplicate"] = lines[:180] + [json.dumps({**recs[180], "id": recs[2]["id"]})] + lines[181:]
     # a sample the template cannot fill early, and a broken line later: every line is read before any
@@ -102,6 +116,7 @@ def test_a_bad_sample_found_in_a_plan_task_fails_with_the_drivers_own_error(ray_
         seen[name] = error_of(spec, True)
         assert seen[name] == error_of(spec, False), name
     assert "invalid JSON line" in seen["json"] and f"{tmp_path / 'json.jsonl'}:" in seen["json"]
+    assert "invalid JSON line" in seen["json_first"] and f"{tmp_path / 'json_first.jsonl'}:8:" in seen["json_first"]  # after the blank lines write_lines adds
     assert "duplicate sample id 'q0002'" in seen["duplicate"] and "first at" in seen["duplicate"]
     assert "each line must be a JSON object" in seen["order"]
     assert "'q9999'" in seen["template"] and "question" in seen["template"]
