@@ -90,6 +90,18 @@ def _is_absent(value: Any) -> bool:
     return value is _MISSING or value is None or (isinstance(value, _SIZED) and not len(value))
 
 
+def _absent_column(path: str, items: list[tuple[Any, Any, Any]], cache: dict[str, list[bool]] | None) -> list[bool]:
+    """Whether field ``path`` is absent, for each item (``missing_requirements``),
+    taken from ``cache`` or worked out and put there."""
+    if cache is not None and path in cache:
+        return cache[path]
+    get, absent = _GETTERS.get(path) or _field_getter(path), _is_absent
+    col = [absent(get(s, g, c)) for s, g, c in items]
+    if cache is not None:
+        cache[path] = col
+    return col
+
+
 class Metric(ABC):
     """Base class of every metric, built-in or user-defined.
 
@@ -225,41 +237,59 @@ class Metric(ABC):
         ``not_tested``, exceptions give ``error``, names are normalised."""
         return self.evaluate_batch([(sample, generation, context)])[0]
 
-    def evaluate_batch(self, items: list[tuple[Sample, Generation, dict]]) -> list[list[Score]]:
+    def evaluate_batch(self, items: list[tuple[Sample, Generation, dict]], *,
+                       absent: dict[str, list[bool]] | None = None) -> list[list[Score]]:
+        """``evaluate`` on every item. ``absent``: a dict the caller keeps for
+        one ``items`` list over several metrics (the scoring stage does), in
+        which each required field's absence per item is worked out once and
+        shared; without it, per call."""
         out: list[list[Score] | None] = [None] * len(items)
         todo: list[int] = []
-        # missing_requirements' checks, looked up once per batch (per item and metric, this is hot)
-        getters = _GETTERS
-        checks = [(f, getters.get(f) or _field_getter(f)) for f in self.requires]
-        custom = type(self).missing_requirements is not Metric.missing_requirements
-        absent = _is_absent
-        for i, (s, g, c) in enumerate(items):
-            if custom:
-                missing = self.missing_requirements(s, g, c)
-            else:
-                missing = [f for f, get in checks if absent(get(s, g, c))] if checks else None
-            if missing:
-                out[i] = [Score.not_tested(self.output_name, f"missing {', '.join(missing)}")]
-            elif g is not None and g.error:
-                out[i] = [Score.error(self.output_name, f"generation failed: {g.error}")]
-            else:
-                todo.append(i)
+        if type(self).missing_requirements is not Metric.missing_requirements:
+            missing_of = self.missing_requirements
+            for i, (s, g, c) in enumerate(items):
+                missing = missing_of(s, g, c)
+                if missing:
+                    out[i] = [Score.not_tested(self.output_name, f"missing {', '.join(missing)}")]
+                elif g is not None and g.error:
+                    out[i] = [Score.error(self.output_name, f"generation failed: {g.error}")]
+                else:
+                    todo.append(i)
+        else:
+            # missing_requirements' checks, a column per required field (per item and metric, this is hot)
+            flags = [_absent_column(f, items, absent) for f in self.requires]
+            for i, (s, g, c) in enumerate(items):
+                if flags and any(col[i] for col in flags):
+                    missing = [f for f, col in zip(self.requires, flags) if col[i]]
+                    out[i] = [Score.not_tested(self.output_name, f"missing {', '.join(missing)}")]
+                elif g is not None and g.error:
+                    out[i] = [Score.error(self.output_name, f"generation failed: {g.error}")]
+                else:
+                    todo.append(i)
         if todo:
-            batch = [items[i] for i in todo]
+            name, normalise = self.output_name, self._normalise
             if type(self).score_batch is Metric.score_batch:
                 # per item anyway: one item's exception (missing evidence) must not send the
                 # whole batch round again
-                results = [self._try_score(item) for item in batch]
-            else:
-                try:
-                    results = self.score_batch(batch)
-                    if len(results) != len(batch):
-                        raise ValueError(f"score_batch returned {len(results)} results for {len(batch)} items")
-                except Exception as exc:  # noqa: BLE001 - row errors become data
-                    # isolate the failing items
-                    results = [exc.with_traceback(None)] if len(batch) == 1 else [self._try_score(item) for item in batch]
+                score = self.score
+                for i in todo:
+                    try:
+                        res = score(*items[i])
+                    except Exception as exc:  # noqa: BLE001 - row errors become data
+                        res = exc.with_traceback(None)  # kept with its traceback, it would tie this frame into a cycle
+                    # a plain Score under this metric's name, the common case, as _normalise returns it
+                    out[i] = [res] if type(res) is Score and res.name == name else normalise(res)
+                return out  # type: ignore[return-value]  # every item has its scores
+            batch = [items[i] for i in todo]
+            try:
+                results = self.score_batch(batch)
+                if len(results) != len(batch):
+                    raise ValueError(f"score_batch returned {len(results)} results for {len(batch)} items")
+            except Exception as exc:  # noqa: BLE001 - row errors become data
+                # isolate the failing items
+                results = [exc.with_traceback(None)] if len(batch) == 1 else [self._try_score(item) for item in batch]
             for i, res in zip(todo, results):
-                out[i] = self._normalise(res)
+                out[i] = normalise(res)
         return [o or [] for o in out]
 
     def _try_score(self, item: tuple[Sample, Generation, dict]) -> Any:

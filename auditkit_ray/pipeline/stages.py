@@ -23,6 +23,7 @@ import numpy as np
 from ..backends.base import Request, create_backend
 from ..config.models import RunSpec
 from ..core.gcpause import gc_paused
+from ..core.metric import Metric
 from ..core.types import Generation, Sample
 from ..errors import AuditKitError, RunError
 from ..store.base import ResultStore
@@ -437,6 +438,7 @@ class ScoreStage:
         groups: dict[str, list[int]] = {}
         for k, it in enumerate(items):
             groups.setdefault(it["request"]["sample_id"], []).append(k)
+        absent: dict[str, list[bool]] = {}  # required fields' absence per item, worked out once for all the metrics
         for metric in metrics:
             if metric.scope == "group":
                 order = list(groups.values())
@@ -444,7 +446,8 @@ class ScoreStage:
                 for ks, scores in zip(order, results):
                     per_item[min(ks, key=lambda k: items[k]["request"]["repeat"])].extend(scores)
                 continue
-            for k, scores in enumerate(metric.evaluate_batch(batch)):
+            shared = type(metric).evaluate_batch is Metric.evaluate_batch  # an override may not take ``absent``
+            for k, scores in enumerate(metric.evaluate_batch(batch, absent=absent) if shared else metric.evaluate_batch(batch)):
                 per_item[k].extend(scores)
         if not self.final:
             # the next pool gets plain dicts (pickled with the shard)

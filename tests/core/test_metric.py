@@ -185,3 +185,62 @@ def test_a_batch_with_missing_evidence_leaves_no_reference_cycle_holding_its_sam
     finally:
         if was:
             gc.enable()
+
+
+class _Counting:
+    """A field getter that counts its calls (wraps the compiled one)."""
+
+    def __init__(self, path):
+        from auditkit_ray.core import metric as core_metric
+
+        self.path, self.calls = path, 0
+        self.real = core_metric._field_getter(path)
+
+    def __call__(self, s, g, c):
+        self.calls += 1
+        return self.real(s, g, c)
+
+
+def test_required_fields_are_looked_up_once_per_item_for_all_the_metrics_sharing_a_batch(monkeypatch):
+    from auditkit_ray.core import metric as core_metric
+
+    class NeedsContexts(Metric):
+        name = "needs_contexts"
+        direction = Direction.MAXIMIZE
+        requires = ("retrieved_contexts", "gold_evidence")
+
+        def score(self, sample, generation, context):
+            return Score.scored(self.output_name, float(len(sample.retrieved_contexts)))
+
+    class AlsoNeedsContexts(NeedsContexts):
+        name = "also_needs_contexts"
+        requires = ("retrieved_contexts",)
+
+    counters = {p: _Counting(p) for p in ("retrieved_contexts", "gold_evidence")}
+    monkeypatch.setattr(core_metric, "_GETTERS", dict(counters))
+    items = [(Sample(id=str(i), input="q", retrieved_contexts=[{"id": "d"}] * i or None, gold_evidence=["d"] if i % 3 else []),
+              Generation(text="x"), {}) for i in range(6)]
+    metrics = [NeedsContexts(), AlsoNeedsContexts(), NeedsContexts(as_name="third")]
+    shared: dict = {}
+    together = [m.evaluate_batch(items, absent=shared) for m in metrics]
+    assert {p: c.calls for p, c in counters.items()} == {"retrieved_contexts": 6, "gold_evidence": 6}
+    alone = [m.evaluate_batch(items) for m in metrics]  # no shared dict: each metric checks for itself
+    assert counters["retrieved_contexts"].calls == 6 + 3 * 6
+    assert together == alone
+    statuses = [[s.status for [s] in out] for out in together]
+    assert statuses[0] == [Status.NOT_TESTED, Status.SCORED, Status.SCORED, Status.NOT_TESTED, Status.SCORED, Status.SCORED]
+    assert statuses[1] == [Status.NOT_TESTED] + [Status.SCORED] * 5  # needs no gold evidence
+    assert together[0][0][0].reason == "missing retrieved_contexts, gold_evidence"
+
+
+def test_a_score_under_another_name_or_a_number_is_normalised_on_the_batch_path():
+    class Renamed(Metric):
+        name = "renamed"
+        direction = Direction.MAXIMIZE
+
+        def score(self, sample, generation, context):
+            return {"0": Score.scored("other", 1.0), "1": 0.5, "2": Score.scored("renamed", 0.25)}[sample.id]
+
+    out = Renamed(as_name="mine").evaluate_batch([(Sample(id=str(i), input="q"), Generation(text="x"), {}) for i in range(3)])
+    assert [(s.name, s.status, s.value) for [s] in out] == [("mine", Status.SCORED, 1.0), ("mine", Status.SCORED, 0.5),
+                                                            ("mine", Status.SCORED, 0.25)]
