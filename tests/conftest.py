@@ -13,9 +13,13 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 # runs record themselves in an ExperimentDB: keep the tests' index out of ~/
+import atexit  # noqa: E402
+import shutil  # noqa: E402
 import tempfile  # noqa: E402
 
-os.environ["AUDITKIT_RAY_DB"] = os.path.join(tempfile.mkdtemp(prefix="ak-db-"), "experiments.sqlite")
+_DB_DIR = tempfile.mkdtemp(prefix="ak-db-")
+atexit.register(shutil.rmtree, _DB_DIR, ignore_errors=True)  # one per test session: none left behind
+os.environ["AUDITKIT_RAY_DB"] = os.path.join(_DB_DIR, "experiments.sqlite")
 
 # property tests draw the same examples on every run: CI's verdict does not depend on the draw
 # (hypothesis is a dev extra; the tests that use it import it themselves)
