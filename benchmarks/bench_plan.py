@@ -8,9 +8,9 @@ Lines file. Three ways to plan, each timed on its own in the same run
 (Ray started and warmed up first, reported separately):
 
 1. the driver alone (``execution.plan_tasks: 0``), against
-   Ray tasks, one per CPU (``plan_tasks`` unset, what a run does for a file
-   of 64 MiB or more; forced here at every size): the same plan either way
-   (checked);
+   parts read at once, one per CPU, the first on the driver and the others
+   in Ray tasks (``plan_tasks`` unset, what a run does for a file of 64 MiB
+   or more; forced here at every size): the same plan either way (checked);
 2. a sweep of K runs over the same dataset (another metric set each: K run
    fingerprints), planned one by one, against planned together
    (``build_plans``: one reading, shared rows); and what the plans' rows
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         same = sorted(alone.shard_payloads) == sorted(tasks.shard_payloads) and all(
             unpack(alone.shard_payloads[i]["payload"]) == unpack(tasks.shard_payloads[i]["payload"]) for i in alone.shard_payloads)
         if not same or tasks.planned_in_tasks < 2:
-            raise SystemExit(f"the plan in tasks ({tasks.planned_in_tasks} tasks) differs from the driver's")
+            raise SystemExit(f"the plan in parts ({tasks.planned_in_tasks} parts) differs from the driver's")
         del alone, tasks
         specs = [run_spec(k) for k in range(a.runs)]
         with timed() as t_separate:
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     rec.emit("plan.ray_start", ray_s, "s")
     rec.emit("plan.warm_up_run", warm_s, "s")
     rec.emit("plan.driver_alone", t_alone["s"], "s")
-    rec.emit("plan.in_tasks", t_tasks["s"], f"s ({max(2, cpus)} Ray tasks, their workers' start included)")
+    rec.emit("plan.in_tasks", t_tasks["s"], f"s ({max(2, cpus)} parts: the driver's and {max(2, cpus) - 1} Ray tasks', their workers' start included)")
     rec.emit("plan.ratio.driver_alone_vs_in_tasks", t_alone["s"] / t_tasks["s"], "x")
     rec.emit("plan.same_plan", True)
     rec.emit("plan.sweep.separately", t_separate["s"], f"s ({a.runs} runs, one reading each)")

@@ -16,8 +16,8 @@ sample. Both produce the same means (checked).
 Figures: samples/s of auditkit (Ray already started and warmed up by one tiny
 run; both reported separately), of the loop, their ratio; and driver-side costs measured
 on their own after the run: building the plan (before any actor starts) on
-the driver alone and in Ray tasks (what the run does for a file of 64 MiB
-or more: ``--full``), merging the run's shards back from the store (what a resumed
+the driver alone and in parts, the driver's and Ray tasks' (what the run
+does for a file of 64 MiB or more: ``--full``), merging the run's shards back from the store (what a resumed
 run does for the shards an earlier run wrote; a run merges the tallies its
 scoring actors sent instead), and the CPU per sample of the generation and
 scoring stages run in this process on up to 10k samples (``stage_cpu``: no
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     rec.emit("scoring.ratio.auditkit_vs_loop", ours_rate / loop_rate, "x")
     rec.emit("scoring.driver.plan", t_plan["s"], "s (the driver alone)")
     rec.emit("scoring.driver.plan_in_tasks", t_plan_tasks["s"],
-             f"s ({tasks_plan.planned_in_tasks or 'no'} Ray tasks: what the run did; the driver alone below 64 MiB)")
+             f"s ({tasks_plan.planned_in_tasks or 'no'} parts, the driver's and Ray tasks': what the run did; the driver alone below 64 MiB)")
     rec.emit("scoring.driver.merge_from_store", t_merge["s"], "s")
     rec.emit("scoring.stage.generate_cpu", gen_us, f"us/sample (GenerateStage in one process, {staged} samples)")
     rec.emit("scoring.stage.score_cpu", score_us, f"us/sample (ScoreStage in one process, {staged} samples, best of 5 passes)")
