@@ -281,9 +281,10 @@ PLAN_IN_TASKS_BYTES = 64 << 20
 
 def plan_task_count(spec: RunSpec) -> int:
     """Parts that plan this run in parallel (the driver one, Ray tasks the
-    others): 0 for the driver alone, -1 for one per CPU of the cluster. Only a JSON Lines or Parquet dataset whose samples
-    are read independently of each other qualifies: ``dataset.limit`` and
-    few-shot examples (drawn from a pool) keep the plan on the driver."""
+    others): 0 for the driver alone, -1 for one per CPU of the cluster.
+    Only a JSON Lines or Parquet dataset whose samples are read
+    independently of each other qualifies: ``dataset.limit`` and few-shot
+    examples (drawn from a pool) keep the plan on the driver."""
     from ..data.readers import detect_format, parquet_files
 
     want = spec.execution.plan_tasks

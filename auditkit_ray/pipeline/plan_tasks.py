@@ -193,22 +193,20 @@ def plan_in_tasks(spec: Any, is_done: Callable[[int], bool], tasks: int,
     remote = ray.remote(num_cpus=1, max_calls=1)(plan_part)  # each worker exits after its part: its heap goes back
     refs = [remote.remote(spec_json, source(s0, s1), s0, s1, [i for i in range(s0, s1) if is_done(i)])
             for s0, s1 in spans[1:]]
-    # the first part on the driver, while the tasks read the others
-    (s0, s1), first = spans[0], None
+    (s0, s1), own = spans[0], None
     try:
-        first = plan_part(spec_json, source(s0, s1), s0, s1, [i for i in range(s0, s1) if is_done(i)])
-    finally:
+        # the first part on the driver, while the tasks read the others
+        own = plan_part(spec_json, source(s0, s1), s0, s1, [i for i in range(s0, s1) if is_done(i)])
         del source
-        if first is None:  # the driver's part failed outside its checks: the tasks' work is not wanted
+        results = [own, *ray.get(refs)]
+    except Exception as exc:  # noqa: BLE001 - a part failed outside the checks above
+        if own is None:  # the driver's own part: the tasks' work is not wanted
             for ref in refs:
                 ray.cancel(ref, force=True)
-    try:
-        results = [first, *ray.get(refs)]
-    except Exception as exc:  # noqa: BLE001 - a task failed outside the checks above
         inner = _unwrap(exc)
         if isinstance(inner, AuditKitError):
             raise inner from None
-        raise RunError(f"planning {path} in Ray tasks failed: {type(inner).__name__}: "
+        raise RunError(f"planning {path} in parts failed: {type(inner).__name__}: "
                        f"{str(inner).splitlines()[0] if str(inner) else ''}") from exc
     seen: dict[str, tuple[str, bool]] = {}
     for r in results:

@@ -240,3 +240,21 @@ def test_runs_that_read_one_dataset_the_same_way_read_it_once_and_share_its_rows
     pa, pb = build_plans([a, b])
     assert pa.done == {2} and 2 not in pa.shard_payloads and pb.done == set()
     assert contents(pb) == contents(build_plan(b, open_store(b.store)))
+
+
+def test_a_part_that_fails_outside_its_checks_is_a_run_error_naming_the_file(ray_cluster, make_spec, tmp_path, monkeypatch):
+    from auditkit_ray.errors import RunError
+    from auditkit_ray.pipeline import plan_tasks
+
+    real, driver = plan_tasks.plan_part, os.getpid()
+
+    def part(*args, **kw):  # a bug in the driver's own part (the tasks' parts are read as always)
+        if os.getpid() == driver:
+            raise RuntimeError("the driver's part broke")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(plan_tasks, "plan_part", part)
+    data = jsonl(tmp_path / "d.jsonl", records(60))
+    spec = make_spec(data=data, execution={"shard_size": 10, "plan_tasks": 2})
+    with pytest.raises(RunError, match=f"planning {tmp_path / 'd.jsonl'} in parts failed: RuntimeError: the driver's part broke"):
+        build_plan(spec, open_store(spec.store), in_tasks=True)
