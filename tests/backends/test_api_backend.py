@@ -346,3 +346,28 @@ def test_response_cache_get_many_finds_cached_keys_across_query_chunks(tmp_path)
     assert got == {f"k{i}": {"v": i} for i in range(0, 1200, 2)}
     assert c.get("k2") == {"v": 2} and c.get("k1") is None
     c.close()
+
+
+@pytest.mark.parametrize("how", ["dropped", "left open at exit"])
+def test_a_backend_never_closed_stops_its_thread_and_closes_its_session(tmp_path, how):
+    # a notebook's judge metric, say, whose owner never calls close(): when it is dropped, its event
+    # loop's thread must not run on, and aiohttp must not find its session unclosed (nor at exit)
+    drop = "del b; gc.collect()" if how == "dropped" else "pass"
+    script = f"""
+import gc, sys, threading
+from pathlib import Path
+sys.path[:0] = [{str(Path(__file__).parent)!r}, {str(Path(__file__).parents[1] / 'support')!r}]
+from test_api_backend import KEY, _backend, _reqs
+from auditkit_ray.testing import OpenAIServer, ScriptedPolicy
+server = OpenAIServer(ScriptedPolicy(lambda b: "ok"), api_key=KEY).__enter__()
+b = _backend(server, Path({str(tmp_path)!r}))
+print([g.text for g in b.generate(_reqs(3))])
+{drop}
+print("loop threads:", [t.name for t in threading.enumerate() if t.name == "auditkit-api-backend"])
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "['ok', 'ok', 'ok']" in out.stdout
+    if how == "dropped":
+        assert "loop threads: []" in out.stdout
+    assert "Unclosed" not in out.stderr, out.stderr
