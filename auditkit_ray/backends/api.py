@@ -320,11 +320,9 @@ class APIBackend(Backend):
         # one event loop (in its own thread) and one HTTP session for the backend's
         # life: connections stay open from one shard to the next
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._loop_thread: threading.Thread | None = None
         self._loop_lock = threading.Lock()
-        self._session: Any = None
-        #: what _shutdown needs to stop the loop and close the session (kept apart from the backend, so that
-        #: a backend collected unclosed is still shut down) and its finalizer
+        #: the HTTP session ("session"), kept apart from the backend with the loop and its thread in the
+        #: finalizer's arguments, so that a backend collected unclosed is still shut down (_shutdown)
         self._io: dict[str, Any] = {}
         self._finalizer: weakref.finalize | None = None
         self._proxy: Any = None
@@ -371,7 +369,7 @@ class APIBackend(Backend):
         finalizer, self._finalizer = self._finalizer, None
         if finalizer is not None:
             finalizer()  # _shutdown, once
-        self._loop = self._loop_thread = self._session = None
+        self._loop = None
         self._sem = self._limiter = None
         if self._cache_writer is not None:
             self._cache_writer.shutdown(wait=True)
@@ -584,7 +582,8 @@ class APIBackend(Backend):
             self._limiter = _RateLimiter(self.spec.requests_per_second)
         limiter, sem = self._limiter, self._sem
         to_cache = _CacheWrites(self._cache, self._cache_writer)
-        if self._session is None or self._session.closed:
+        session = self._io.get("session")
+        if session is None or session.closed:
             connector = aiohttp.TCPConnector(limit=self.spec.max_concurrency)
             timeout = aiohttp.ClientTimeout(total=self.spec.timeout_s)
             # the proxy from the environment (HTTP(S)_PROXY, NO_PROXY) is looked up once, not twice per request
@@ -596,9 +595,9 @@ class APIBackend(Backend):
                 self._proxy, self._proxy_auth = get_env_proxy_for_url(URL(self.url))
             except LookupError:
                 self._proxy = self._proxy_auth = None
-            self._session = self._io["session"] = aiohttp.ClientSession(connector=connector, timeout=timeout)
+            session = self._io["session"] = aiohttp.ClientSession(connector=connector, timeout=timeout)
         try:
-            return list(await asyncio.gather(*(self._one(self._session, limiter, sem, body, key, to_cache) for body, key in requests)))
+            return list(await asyncio.gather(*(self._one(session, limiter, sem, body, key, to_cache) for body, key in requests)))
         finally:
             await to_cache.flush()
 
@@ -606,14 +605,14 @@ class APIBackend(Backend):
         with self._loop_lock:  # generate() may be called from several threads (shards in flight)
             if self._loop is None:
                 loop = asyncio.new_event_loop()
-                self._loop_thread = threading.Thread(target=loop.run_forever, name="auditkit-api-backend", daemon=True)
-                self._loop_thread.start()
+                thread = threading.Thread(target=loop.run_forever, name="auditkit-api-backend", daemon=True)
+                thread.start()
                 self._loop = loop
                 self._io = {}
                 # close() calls it; so does the collector when the backend is dropped unclosed (a notebook's
                 # judge metric, say), and the interpreter at exit: the loop's thread would run on and aiohttp
                 # would warn of an unclosed session
-                self._finalizer = weakref.finalize(self, _shutdown, loop, self._loop_thread, self._io)
+                self._finalizer = weakref.finalize(self, _shutdown, loop, thread, self._io)
             return self._loop
 
     def _from_cache(self, hit: dict[str, Any] | None) -> Generation | None:

@@ -246,26 +246,22 @@ class Metric(ABC):
         out: list[list[Score] | None] = [None] * len(items)
         todo: list[int] = []
         if type(self).missing_requirements is not Metric.missing_requirements:
-            missing_of = self.missing_requirements
-            for i, (s, g, c) in enumerate(items):
-                missing = missing_of(s, g, c)
-                if missing:
-                    out[i] = [Score.not_tested(self.output_name, f"missing {', '.join(missing)}")]
-                elif g is not None and g.error:
-                    out[i] = [Score.error(self.output_name, f"generation failed: {g.error}")]
-                else:
-                    todo.append(i)
+            missing = [self.missing_requirements(s, g, c) for s, g, c in items]
         else:
             # missing_requirements' checks, a column per required field (per item and metric, this is hot)
+            missing = [None] * len(items)
             flags = [_absent_column(f, items, absent) for f in self.requires]
-            for i, (s, g, c) in enumerate(items):
-                if flags and any(col[i] for col in flags):
-                    missing = [f for f, col in zip(self.requires, flags) if col[i]]
-                    out[i] = [Score.not_tested(self.output_name, f"missing {', '.join(missing)}")]
-                elif g is not None and g.error:
-                    out[i] = [Score.error(self.output_name, f"generation failed: {g.error}")]
-                else:
-                    todo.append(i)
+            if flags:
+                for i in range(len(items)):
+                    if any(col[i] for col in flags):
+                        missing[i] = [f for f, col in zip(self.requires, flags) if col[i]]
+        for i, ((_, g, _), gone) in enumerate(zip(items, missing)):
+            if gone:
+                out[i] = [Score.not_tested(self.output_name, f"missing {', '.join(gone)}")]
+            elif g is not None and g.error:
+                out[i] = [Score.error(self.output_name, f"generation failed: {g.error}")]
+            else:
+                todo.append(i)
         if todo:
             name, normalise = self.output_name, self._normalise
             if type(self).score_batch is Metric.score_batch:

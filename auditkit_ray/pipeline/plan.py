@@ -38,10 +38,14 @@ class Plan:
     cached_generations: set[int] = field(default_factory=set)
     #: true when some shard was pending at planning time (there was work to do)
     shard_payloads_built: bool = False
-    #: parts the dataset was read and validated in, in parallel (0: the driver read it whole, alone)
-    planned_in_tasks: int = 0
-    #: the process that read each part: the driver (the first part) and the Ray tasks' workers
+    #: the process that read each part of the dataset, in parallel: the driver (the first part) and the Ray
+    #: tasks' workers (empty: the driver read it whole, alone)
     plan_readers: list[int] = field(default_factory=list)
+
+    @property
+    def planned_in_tasks(self) -> int:
+        """Parts the dataset was read and validated in (0: the driver alone)."""
+        return len(self.plan_readers)
 
     def row(self, shard: int) -> dict[str, Any]:
         """The pipeline's input row of a pending shard: its payload and samples, and which run it is."""
@@ -219,8 +223,7 @@ def build_plan(spec: RunSpec, store: ResultStore, *, in_tasks: bool = False, add
 
     def planned(n_samples: int, payloads: dict[int, dict[str, bytes]], readers: list[int]) -> Plan:
         n_shards = math.ceil(n_samples / size)
-        plan = Plan(spec=spec, store=store, n_samples=n_samples, layout=layout, n_shards=n_shards,
-                    planned_in_tasks=len(readers), plan_readers=readers)
+        plan = Plan(spec=spec, store=store, n_samples=n_samples, layout=layout, n_shards=n_shards, plan_readers=readers)
         plan.done = {i for i in range(n_shards) if RunLayout.shard_name(i) in done_names}
         plan.cached_generations = {i for i in range(n_shards) if RunLayout.shard_name(i) in gen_names}
         plan.shard_payloads = {i: p for i, p in payloads.items() if i not in plan.done}
