@@ -6,8 +6,9 @@
 RAG samples (retrieved contexts, gold evidence, a corpus snapshot with
 versions, supersession dates and access groups, gold numbers, answerability)
 go through the ``echo`` backend (the output is the reference answer, with
-citations) and are scored with exact_match, token_f1 and the ten
-deterministic RAG checks, on the machine's CPUs (2 here).
+citations; it runs in the scoring actors) and are scored with exact_match,
+token_f1 and the ten deterministic RAG checks, on the machine's CPUs (2
+here).
 
 Peer in the same run: a plain single-process loop that reads the same file
 with the package's reader and calls the same metrics' ``score`` on every

@@ -32,6 +32,12 @@ class _Backend(Strict):
     def default_shard_size(self) -> int:
         return 64
 
+    def generates_inline(self) -> bool:
+        """A backend with no model and next to no work per request runs in
+        the first scoring pool's actors instead of generation actors of its
+        own (``execution.generation_actors`` then does not apply)."""
+        return False
+
     def settings_identity(self) -> dict[str, Any]:
         """Backend settings that change outputs (secrets excluded by the fingerprint)."""
         return self.model_dump(mode="json", exclude=self._not_in_identity())
@@ -48,6 +54,9 @@ class EchoBackend(_Backend):
     field: Literal["prompt", "target"] = "prompt"
     prefix: str = ""
     batch_size: int = Field(64, ge=1)
+
+    def generates_inline(self) -> bool:
+        return True
 
     def _not_in_identity(self) -> set[str]:
         return {"batch_size"}

@@ -233,7 +233,7 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool) -> dict
     _quiet_ray_data()
     from ray.data import ActorPoolStrategy
 
-    from .stages import GenerateStage, RetrieveStage, ScoreStage, load_cached_generations, pools_needed
+    from .stages import GenerateStage, RetrieveStage, ScoreStage, pools_needed
 
     runs = {p.layout.run_fp: (p.spec.model_dump_json(by_alias=True), p.store, p.layout) for p in plans}
     items = [p.row(i) for p, i in pending]
@@ -265,7 +265,10 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool) -> dict
         if n_gen > fit:  # more actors than GPUs would wait forever
             print(f"warning: {name}: {n_gen} generation actors do not fit the cluster's GPUs; using {fit}", file=sys.stderr)
             n_gen = fit
-    if n_need_gen:
+    # a backend with no model (echo) runs in the first scoring pool's actors: no
+    # generation actor to start and no hand-off between processes for each shard
+    inline = bool(n_need_gen) and lead.model.generates_inline()
+    if n_need_gen and not inline:
         # shards one generation actor works on at once: > 1 runs them in threads of the actor
         # (an API backend waits on the network; its request limits hold over all of them)
         k = max((p.spec.execution.generation_shards_in_flight or p.spec.model.shards_in_flight()) for p in plans)
@@ -280,18 +283,12 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool) -> dict
             num_cpus=0,
             zero_copy_batch=True,
         )
-    else:
-        ds = ds.map_batches(
-            load_cached_generations,
-            fn_kwargs={"runs": runs},
-            batch_size=1,
-            batch_format="numpy",
-            num_cpus=res["score_cpus"],
-        )
+    generation = "inline" if inline else "given" if n_need_gen else "cached"
     for k, pool in enumerate(pools):
         ds = ds.map_batches(
             ScoreStage,
-            fn_constructor_kwargs={"runs": runs, "pool": pool, "final": k == len(pools) - 1},
+            fn_constructor_kwargs={"runs": runs, "pool": pool, "final": k == len(pools) - 1,
+                                   "generation": generation if k == 0 else "given"},
             batch_size=1,
             batch_format="numpy",
             compute=ActorPoolStrategy(size=pool_actors[pool], max_tasks_in_flight_per_actor=2),

@@ -354,60 +354,79 @@ class GenerateStage:
         msg = f"shard {shard} failed after {retries + 1} attempts: {type(last).__name__}: {last}"
         return [Generation(error=msg).model_dump(mode="json") for _ in requests], 0.0, False
 
+    def generate_shard(self, shard: dict) -> dict:
+        """The shard's generations: from the generation cache when stored,
+        else from the backend (then cached)."""
+        key, i = shard["run"], shard["shard"]
+        spec, store, layout = self.ctx.specs[key], self.ctx.stores[key], self.ctx.layouts[key]
+        rel = layout.gen_shard(i)
+        if store.exists(rel):
+            shard["generations"] = tables.generations_from_table(store.read_table(rel))
+            shard["generated"] = False
+        else:
+            requests = [Request(**it["request"]) for it in shard["items"]]
+            gens, seconds, ok = self._generate(spec, i, store, layout, requests)
+            if ok:  # a shard that failed wholesale is not cached: a re-run retries it
+                store.write_table(rel, tables.generation_table(i, shard["items"], gens))
+            shard["generations"] = gens
+            shard["generated"] = True
+            shard["generation_s"] = seconds
+        shard["generated_at"] = time.time()
+        shard["worker"] = self.worker
+        if self.backend is not None:
+            shard["model_size_bytes"] = self.backend.model_size_bytes()
+        return shard
+
     @gc_paused()
     def __call__(self, batch: dict[str, Any]) -> dict[str, np.ndarray]:
-        out, cells = [], []
-        for shard, cell in _rows(batch):
-            cells.append(cell)
-            key, i = shard["run"], shard["shard"]
-            spec, store, layout = self.ctx.specs[key], self.ctx.stores[key], self.ctx.layouts[key]
-            rel = layout.gen_shard(i)
-            if store.exists(rel):
-                shard["generations"] = tables.generations_from_table(store.read_table(rel))
-                shard["generated"] = False
-            else:
-                requests = [Request(**it["request"]) for it in shard["items"]]
-                gens, seconds, ok = self._generate(spec, i, store, layout, requests)
-                if ok:  # a shard that failed wholesale is not cached: a re-run retries it
-                    store.write_table(rel, tables.generation_table(i, shard["items"], gens))
-                shard["generations"] = gens
-                shard["generated"] = True
-                shard["generation_s"] = seconds
-            shard["generated_at"] = time.time()
-            shard["worker"] = self.worker
-            if self.backend is not None:
-                shard["model_size_bytes"] = self.backend.model_size_bytes()
-            out.append(shard)
-        return _out(out, cells)
+        rows = _rows(batch)
+        return _out([self.generate_shard(shard) for shard, _ in rows], [cell for _, cell in rows])
 
 
-@gc_paused()
-def load_cached_generations(batch: dict[str, Any], runs: dict[str, tuple[str, ResultStore, RunLayout]]) -> dict[str, np.ndarray]:
-    """Used instead of GenerateStage when every pending shard's outputs are
+def cached_generations(shard: dict, ctx: RunContext, worker: dict[str, Any]) -> dict:
+    """The shard's stored generations, when every pending shard's outputs are
     already stored: no model is loaded, no GPU requested."""
-    out, cells = [], []
-    for shard, cell in _rows(batch):
-        _, store, layout = runs[shard["run"]]
-        shard["generations"] = tables.generations_from_table(store.read_table(layout.gen_shard(shard["shard"])))
-        shard["generated"] = False
-        shard["worker"] = worker_info()
-        out.append(shard)
-        cells.append(cell)
-    return _out(out, cells)
+    key = shard["run"]
+    shard["generations"] = tables.generations_from_table(ctx.stores[key].read_table(ctx.layouts[key].gen_shard(shard["shard"])))
+    shard["generated"] = False
+    shard["worker"] = worker
+    return shard
 
 
 POOLS = ("checks", "judges", "oracles")
 
 
+GENERATION = ("given", "inline", "cached")
+
+
 class ScoreStage:
     """One scoring pool: annotators (first pool only) and the run's metrics
-    whose ``pool_name()`` is this pool. The last pool writes the run shard."""
+    whose ``pool_name()`` is this pool. The last pool writes the run shard.
 
-    def __init__(self, runs: dict[str, tuple[str, ResultStore, RunLayout]], pool: str = "checks", final: bool = True) -> None:
+    ``generation`` says where the first pool's shards get their outputs:
+    ``given`` by a generation stage before it; ``inline``, a backend with no
+    model (``generates_inline``) run here, so that its shards skip one
+    process and one hand-off; ``cached``, read from the generation cache
+    (every pending shard's outputs are stored: no backend at all)."""
+
+    def __init__(self, runs: dict[str, tuple[str, ResultStore, RunLayout]], pool: str = "checks", final: bool = True,
+                 generation: str = "given") -> None:
+        if generation not in GENERATION:
+            raise ValueError(f"ScoreStage: generation must be one of {GENERATION}, got {generation!r}")
         self.ctx = RunContext(runs)
         self.pool = pool
         self.final = final
+        self.generation = generation
+        self._generator = GenerateStage(runs) if generation == "inline" else None
+        self._worker = worker_info() if generation == "cached" else None
         self._scorers: dict[str, tuple[list, list, dict]] = {}
+
+    def _with_generations(self, shard: dict) -> dict:
+        if self._generator is not None:
+            return self._generator.generate_shard(shard)
+        if self._worker is not None:
+            return cached_generations(shard, self.ctx, self._worker)
+        return shard
 
     def _scorer(self, key: str) -> tuple[list, list, dict]:
         """The run's annotators, this pool's metrics, and (for the tally) the
@@ -482,7 +501,7 @@ class ScoreStage:
     @gc_paused()
     def __call__(self, batch: dict[str, Any]) -> dict[str, np.ndarray]:
         rows = _rows(batch)
-        out = [self.score_shard(shard, unpack(cell)) for shard, cell in rows]
+        out = [self.score_shard(self._with_generations(shard), unpack(cell)) for shard, cell in rows]
         if not self.final:
             return _out(out, [cell for _, cell in rows])
         return {"shard": np.array([o["shard"] for o in out], dtype=np.int64), "payload": _objects([pack(o) for o in out])}
