@@ -481,7 +481,8 @@ def _metric_from_str(v: Any) -> Any:
 class ExecutionSpec(Strict):
     shard_size: int | None = Field(None, ge=1, description="samples per shard: the unit of batching, retry and resume "
                                    "(default: 256 for the `api` backend, whose answers are cached as they come; 64 otherwise)")
-    generation_actors: int = Field(1, ge=1)
+    generation_actors: int = Field(1, ge=1, description="actors that each load the model (each pinned to its GPUs when the "
+                                   "cluster has them); a backend with no model (`echo`) has none: it runs in the scoring actors")
     generation_shards_in_flight: int | None = Field(
         None, ge=1, description="shards one generation actor works on at once (default: 4 for the `api` backend, whose "
         "requests share its max_concurrency, 1 for models in the actor)")

@@ -416,7 +416,6 @@ class ScoreStage:
         self.ctx = RunContext(runs)
         self.pool = pool
         self.final = final
-        self.generation = generation
         self._generator = GenerateStage(runs) if generation == "inline" else None
         self._worker = worker_info() if generation == "cached" else None
         self._scorers: dict[str, tuple[list, list, dict]] = {}
