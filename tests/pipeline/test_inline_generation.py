@@ -45,3 +45,18 @@ def test_rescoring_stored_outputs_reads_them_in_the_scoring_actors_without_gener
 def test_an_unknown_generation_mode_for_a_scoring_stage_is_refused():
     with pytest.raises(ValueError, match="generation must be one of"):
         ScoreStage({}, generation="elsewhere")
+
+
+def test_a_backend_without_a_model_generates_in_the_first_pool_when_judges_and_oracles_have_their_own(make_spec):
+    res = evaluate(make_spec("pools", model={"type": "echo", "field": "target"},
+                             metrics=["exact_match", "tests_support_metrics:SlowJudge", "tests_support_metrics:PidOracle"],
+                             execution={"shard_size": 8, "judge_actors": 1, "oracle_actors": 1}))
+    assert res.perf.generated == 40 and res.error_count == 0
+    assert res.metrics["exact_match"].mean == 1.0
+    assert res.metrics["slow_judge"].n == 40 and res.metrics["pid_oracle"].n == 40
+    later_pools = {s["metadata"].get("pid") for row in samples_table(res).to_pylist() for s in json.loads(row["scores"])
+                   if s["name"] in ("slow_judge", "pid_oracle")}
+    makers = {w["pid"] for w in _workers(res)}
+    # the outputs were made in the checks pool's actor, which neither the judge nor the oracle pool is
+    assert makers and makers.isdisjoint(later_pools)
+    assert all(w["scored_by"] not in makers for w in _workers(res))  # the last pool (oracles) wrote the rows
