@@ -361,8 +361,7 @@ class GenerateStage:
         spec, store, layout = self.ctx.specs[key], self.ctx.stores[key], self.ctx.layouts[key]
         rel = layout.gen_shard(i)
         if store.exists(rel):
-            shard["generations"] = tables.generations_from_table(store.read_table(rel))
-            shard["generated"] = False
+            stored_generations(shard, store, layout)
         else:
             requests = [Request(**it["request"]) for it in shard["items"]]
             gens, seconds, ok = self._generate(spec, i, store, layout, requests)
@@ -383,13 +382,10 @@ class GenerateStage:
         return _out([self.generate_shard(shard) for shard, _ in rows], [cell for _, cell in rows])
 
 
-def cached_generations(shard: dict, ctx: RunContext, worker: dict[str, Any]) -> dict:
-    """The shard's stored generations, when every pending shard's outputs are
-    already stored: no model is loaded, no GPU requested."""
-    key = shard["run"]
-    shard["generations"] = tables.generations_from_table(ctx.stores[key].read_table(ctx.layouts[key].gen_shard(shard["shard"])))
+def stored_generations(shard: dict, store: ResultStore, layout: RunLayout) -> dict:
+    """The shard's generations from the generation cache (no backend)."""
+    shard["generations"] = tables.generations_from_table(store.read_table(layout.gen_shard(shard["shard"])))
     shard["generated"] = False
-    shard["worker"] = worker
     return shard
 
 
@@ -413,18 +409,20 @@ class ScoreStage:
                  generation: str = "given") -> None:
         if generation not in GENERATION:
             raise ValueError(f"ScoreStage: generation must be one of {GENERATION}, got {generation!r}")
-        self.ctx = RunContext(runs)
+        self.generation = generation
+        self._generator = GenerateStage(runs) if generation == "inline" else None
+        self.ctx = self._generator.ctx if self._generator is not None else RunContext(runs)
         self.pool = pool
         self.final = final
-        self._generator = GenerateStage(runs) if generation == "inline" else None
-        self._worker = worker_info() if generation == "cached" else None
+        self._worker = worker_info()
         self._scorers: dict[str, tuple[list, list, dict]] = {}
 
     def _with_generations(self, shard: dict) -> dict:
-        if self._generator is not None:
+        if self.generation == "inline":
             return self._generator.generate_shard(shard)
-        if self._worker is not None:
-            return cached_generations(shard, self.ctx, self._worker)
+        if self.generation == "cached":
+            key = shard["run"]
+            stored_generations(shard, self.ctx.stores[key], self.ctx.layouts[key])["worker"] = self._worker
         return shard
 
     def _scorer(self, key: str) -> tuple[list, list, dict]:
