@@ -208,6 +208,15 @@ class VLLMBackend(_Backend):
     def needs_gpu(self) -> bool:
         return bool(self.num_gpus)
 
+    def default_shard_size(self) -> int:
+        # a whole shard goes to one LLM.generate call and an actor runs one shard at a time, so the
+        # shard caps the sequences the engine batches at once: 64 would hold it to a quarter of vLLM's
+        # own offline max_num_seqs (256 on most GPUs and on CPU) and a sixteenth on H100/H200-class
+        # GPUs (1024). Four times 256 keeps the usual batch full for all but the last wave of a shard.
+        # A constant, not derived from max_num_seqs: a knob outside the run's identity must not move
+        # its shards (a resumed run finds its shards by their size)
+        return 1024
+
     def _not_in_identity(self) -> set[str]:
         return {"gpu_memory_utilization", "num_gpus", "max_num_seqs"}
 
@@ -480,7 +489,8 @@ def _metric_from_str(v: Any) -> Any:
 # --------------------------------------------------------------------------- execution
 class ExecutionSpec(Strict):
     shard_size: int | None = Field(None, ge=1, description="samples per shard: the unit of batching, retry and resume "
-                                   "(default: 256 for the `api` backend, whose answers are cached as they come; 64 otherwise)")
+                                   "(default: 256 for the `api` backend, whose answers are cached as they come; 1024 for `vllm`, whose engine "
+                                   "batches a whole shard at once; 64 otherwise)")
     generation_actors: int = Field(1, ge=1, description="actors that each load the model (each pinned to its GPUs when the "
                                    "cluster has them); a backend with no model (`echo`) has none: it runs in the scoring actors")
     generation_shards_in_flight: int | None = Field(

@@ -215,7 +215,10 @@ def test_the_default_shard_size_is_the_backends_and_an_explicit_one_wins():
 
     api = {"type": "api", "base_url": "http://127.0.0.1:1/v1", "model": "m"}
     sim = {"type": "simulated"}
-    for model, want in ((api, 256), (sim, 64)):
+    # vllm batches a whole shard in one engine call: its default keeps the engine's usual batch (256) full,
+    # and does not move with max_num_seqs (outside the run's identity, so it must not move its shards)
+    vllm = {"type": "vllm", "path": "/m"}
+    for model, want in ((api, 256), (sim, 64), (vllm, 1024), ({**vllm, "max_num_seqs": 32}, 1024)):
         spec = run_spec_from_dict({"model": model, "dataset": {"path": "d.jsonl"}})
         assert spec.execution.shard_size is None and spec.shard_size == want
         assert run_spec_from_dict({"model": model, "dataset": {"path": "d.jsonl"}, "execution": {"shard_size": 5}}).shard_size == 5
