@@ -253,6 +253,11 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool) -> dict
     n_need_gen = sum(len(p.needs_generation) for p in plans)
     actors = max(p.spec.execution.generation_actors for p in plans)
     n_gen = max(1, min(actors, n_need_gen or 1))
+    n_shards = sum(p.n_shards for p in plans)
+    if n_need_gen and actors > n_shards and not lead.model.generates_inline():
+        # the shard is the unit of work: an actor with no shard would load its model for nothing
+        print(f"warning: {name}: {n_shards} shard{'s' if n_shards > 1 else ''} of {lead.shard_size} samples for {actors} "
+              f"generation actors; {n_gen} will run (a smaller execution.shard_size gives every actor a share)", file=sys.stderr)
     pools = pools_needed([p.spec for p in plans])
     sizes = {"checks": "scoring_actors", "judges": "judge_actors", "oracles": "oracle_actors"}
     # no more actors in a pool than shards to score: each one is a process to start
