@@ -492,8 +492,8 @@ class ExecutionSpec(Strict):
                                    "(default: 256 for the `api` backend, whose answers are cached as they come; 1024 for `vllm`, whose engine "
                                    "batches a whole shard at once; 64 otherwise)")
     generation_actors: int = Field(1, ge=1, description="actors that each load the model (each pinned to its GPUs when the "
-                                   "cluster has them); no more run than the run has shards (a warning says so); a backend with no model (`echo`) "
-                                   "has none: it runs in the scoring actors")
+                                   "cluster has them); a run starts no more of them than it has shards (a warning says so); a backend with no "
+                                   "model (`echo`) has none: it runs in the scoring actors")
     generation_shards_in_flight: int | None = Field(
         None, ge=1, description="shards one generation actor works on at once (default: 4 for the `api` backend, whose "
         "requests share its max_concurrency, 1 for models in the actor)")
