@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from .types import _STATUS_VALUE, Score, Status
+from .types import STATUS_VALUE, Score, Status
 
 Z95 = 1.959963984540054
 
@@ -24,7 +24,7 @@ class MeanStats:
     counts: dict[str, int] = field(default_factory=lambda: {s.value: 0 for s in Status})
 
     def add(self, score: Score) -> None:
-        self.counts[_STATUS_VALUE[score.status]] += 1
+        self.counts[STATUS_VALUE[score.status]] += 1
         if score.status is Status.SCORED:
             v = float(score.value)  # type: ignore[arg-type]
             self.n += 1

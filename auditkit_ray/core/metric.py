@@ -151,7 +151,7 @@ class Metric(ABC):
                 f"direction = Direction.MAXIMIZE or Direction.MINIMIZE (got {direction!r})"
             )
         if not cls.__dict__.get("name"):
-            cls.name = _snake(cls.__name__)
+            cls.name = snake_case(cls.__name__)
 
     def __init__(self, **params: Any) -> None:
         as_name = params.pop("as_name", None)
@@ -323,7 +323,7 @@ class Metric(ABC):
         return [Score.error(self.output_name, f"score() returned {type(res).__name__}, not a Score")]
 
 
-def _snake(name: str) -> str:
+def snake_case(name: str) -> str:
     out = []
     for i, ch in enumerate(name):
         if ch.isupper() and i and not name[i - 1].isupper():

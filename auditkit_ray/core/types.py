@@ -152,7 +152,7 @@ class Score(_Model):
         """``model_dump(mode="json")`` without the serializer: the metadata
         goes as it is, so dump the result with ``default=jsonable`` (which
         converts what JSON lacks, as the serializer would)."""
-        return {"name": self.name, "value": self.value, "status": _STATUS_VALUE[self.status], "reason": self.reason,
+        return {"name": self.name, "value": self.value, "status": STATUS_VALUE[self.status], "reason": self.reason,
                 "metadata": self.metadata}
 
     @classmethod
@@ -200,7 +200,7 @@ def _checked_fields(d: Any) -> dict[str, Any] | None:
 
 
 _STATUSES = {st.value: st for st in Status}
-_STATUS_VALUE = {st: st.value for st in Status}
+STATUS_VALUE = {st: st.value for st in Status}
 _SCORE_FIELDS = frozenset(Score.model_fields)
 _new_model = object.__new__
 _setattr = object.__setattr__

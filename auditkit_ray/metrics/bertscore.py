@@ -24,7 +24,7 @@ from typing import Any
 from ..core.metric import Direction, Metric
 from ..core.types import Generation, Sample, Score
 from ..errors import MissingExtraError
-from .lexical import _hypothesis, _references
+from .lexical import hypothesis, references
 
 _MEASURES = {"precision": 0, "recall": 1, "f1": 2}
 
@@ -109,8 +109,8 @@ class BERTScore(Metric):
         refs: list[list[str]] = []
         for i, (s, g, c) in enumerate(items):
             try:
-                rs = [r for r in _references(s) if r.strip()]
-                hyp = _hypothesis(self, g, c)
+                rs = [r for r in references(s) if r.strip()]
+                hyp = hypothesis(self, g, c)
             except Exception as exc:  # noqa: BLE001 - becomes this row's error
                 out[i] = exc
                 continue

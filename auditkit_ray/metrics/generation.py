@@ -16,7 +16,7 @@ from typing import Any
 
 from ..core.metric import Direction, Metric
 from ..core.types import Generation, Sample, Score
-from .text import _TextMetric
+from .text import TextMetric
 
 # -- numbers -------------------------------------------------------------------
 
@@ -82,7 +82,7 @@ def numbers_close(pred: Number, gold: Number, abs_tol: float, rel_tol: float) ->
     return any(math.isclose(a, b, rel_tol=rel_tol, abs_tol=abs_tol) for a, b in cands)
 
 
-class RegexMatch(_TextMetric):
+class RegexMatch(TextMetric):
     """1 when the prediction matches a regex (the `pattern` param, or each target read as a regex)."""
 
     name = "regex_match"

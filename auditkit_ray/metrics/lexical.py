@@ -4,7 +4,7 @@ ROUGE (rouge-score, mean of per-sample F-measure) and word error rate
 
 Corpus metrics store sacrebleu's own per-segment sufficient statistics in
 ``score.metadata["stats"]``; shards sum them and ``finalize`` runs
-sacrebleu's ``_compute_score_from_stats`` on the total, which is exactly what
+sacrebleu's own scoring of the total (``sacrebleu_compat``), which is exactly what
 ``sacrebleu.corpus_bleu`` / ``corpus_chrf`` / ``corpus_ter`` compute. The
 per-sample value is a diagnostic (sentence BLEU with effective order,
 sentence chrF, sentence TER); summaries report the corpus score.
@@ -19,9 +19,10 @@ from typing import Any
 from ..core.metric import Direction, Metric
 from ..core.types import Generation, Sample, Score
 from ..errors import require
+from . import sacrebleu_compat as sbc
 
 
-def _references(sample: Sample) -> list[str]:
+def references(sample: Sample) -> list[str]:
     """The sample's references, checked: a non-empty list of strings."""
     target = sample.target
     refs = [target] if isinstance(target, str) else target
@@ -33,7 +34,7 @@ def _references(sample: Sample) -> list[str]:
     return list(refs)
 
 
-def _hypothesis(metric: Metric, generation: Generation, context: dict) -> str:
+def hypothesis(metric: Metric, generation: Generation, context: dict) -> str:
     hyp = metric.prediction(generation, context)
     if not isinstance(hyp, str):
         raise ValueError(f"prediction must be a string, got {type(hyp).__name__}")
@@ -54,44 +55,43 @@ class _SacreBleuMetric(Metric, abstract=True):
             raise TypeError(f"num_refs must be a positive integer, not {num_refs!r}")
         super().__init__(num_refs=num_refs, on=on, **options)
         metrics = require("sacrebleu.metrics", "metrics")
-        self._sb = getattr(metrics, self._cls_name)(**options)
-        self._sentence = self._sentence_metric(metrics, options)
+        self._sb = sbc.check(getattr(metrics, self._cls_name)(**options))
+        self._sentence = sbc.check(self._sentence_metric(metrics, options))
 
     def _sentence_metric(self, metrics: Any, options: dict) -> Any:
         return self._sb
 
     def _stats(self, metric: Any, hyp: str, refs: list[str]) -> list[Any]:
-        # exactly what corpus_score() does for one segment
-        return list(metric._extract_corpus_statistics([hyp], [[r] for r in refs])[0])
+        return sbc.segment_stats(metric, hyp, refs)
 
     def score(self, sample: Sample, generation: Generation, context: dict) -> Score:
-        refs = _references(sample)
+        refs = references(sample)
         want = self.params["num_refs"]
         if want is not None and len(refs) != want:
             raise ValueError(f"expected {want} references (param num_refs), got {len(refs)}")
-        hyp = _hypothesis(self, generation, context)
+        hyp = hypothesis(self, generation, context)
         stats = self._stats(self._sb, hyp, refs)
         if self._sentence is self._sb:
-            value = self._sb._compute_score_from_stats(stats).score
+            value = sbc.score_from_stats(self._sb, stats).score
         else:
-            value = self._sentence._compute_score_from_stats(self._stats(self._sentence, hyp, refs)).score
+            value = sbc.score_from_stats(self._sentence, self._stats(self._sentence, hyp, refs)).score
         return Score.scored(self.name, float(value), metadata={"stats": [_plain(x) for x in stats], "nrefs": len(refs)})
 
     def finalize(self, stats: list[float]) -> float | None:
         if not stats:
             return None
-        return float(self._sb._compute_score_from_stats(list(stats)).score)
+        return float(sbc.score_from_stats(self._sb, stats).score)
 
     def corpus_score(self, stats: list[float]) -> Any:
         """sacrebleu's score object (BLEUScore, CHRFScore, TERScore) for merged stats."""
-        return self._sb._compute_score_from_stats(list(stats))
+        return sbc.score_from_stats(self._sb, stats)
 
     def signature(self) -> str | None:
         """sacrebleu's signature of this configuration. ``nrefs`` appears only
         when the ``num_refs`` param fixes it (every sample is then checked)."""
         args = dict(self._sb.__dict__)
         args["num_refs"] = self.params["num_refs"]
-        return self._sb._SIGNATURE_TYPE(args).format()
+        return sbc.signature(self._sb, args)
 
 
 def _plain(x: Any) -> float | int:
@@ -184,8 +184,8 @@ class Rouge(Metric):
         self._scorer = rs.RougeScorer(types, tokenizer=self._tokenizer)
 
     def score(self, sample: Sample, generation: Generation, context: dict) -> Score | dict[str, Score]:
-        refs = _references(sample)
-        hyp = _hypothesis(self, generation, context)
+        refs = references(sample)
+        hyp = hypothesis(self, generation, context)
         result = self._score(refs, hyp)
         if len(self._list) == 1 and type(self)._types != _ROUGE_TYPES:
             return result[self._list[0]]
@@ -297,8 +297,8 @@ class WordErrorRate(Metric):
         return text.split()
 
     def score(self, sample: Sample, generation: Generation, context: dict) -> Score:
-        refs = _references(sample)
-        hyp = self.words(_hypothesis(self, generation, context))
+        refs = references(sample)
+        hyp = self.words(hypothesis(self, generation, context))
         # several references: the one needing the fewest edits (ties: the first)
         best = min(((edit_distance(hyp, ref), len(ref)) for ref in map(self.words, refs)), key=lambda c: c[0])
         return Score.scored(self.name, _rate(*best), metadata={"stats": [best[0], best[1]]})

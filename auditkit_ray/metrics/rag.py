@@ -25,7 +25,7 @@ from typing import Any
 from ..core.metric import Direction, Metric, MissingEvidence
 from ..core.types import Generation, Sample, Score
 from .generation import numbers_close, parse_number, parse_numbers
-from .retrieval import _context_id
+from .retrieval import context_id
 
 PUBLIC_GROUP = "*"
 
@@ -40,7 +40,7 @@ def _retrieved_ids(sample: Sample) -> list[str]:
         raise ValueError(f"retrieved_contexts must be a list, got {type(ctxs).__name__}")
     out: list[str] = []
     for i, c in enumerate(ctxs):
-        cid = _context_id(c, i)
+        cid = context_id(c, i)
         if cid not in out:
             out.append(cid)
     return out
@@ -137,7 +137,7 @@ def stale_documents(sample: Sample) -> tuple[list[str], dict[str, str]]:
     when = parse_when(when_raw, "decision_date") if when_raw is not None else None
     given = {}
     for i, c in enumerate(sample.retrieved_contexts or []):
-        given.setdefault(_context_id(c, i), c)
+        given.setdefault(context_id(c, i), c)
     stale: dict[str, str] = {}
     for d in ids:
         doc = docs.get(d)
@@ -280,7 +280,7 @@ class _CitationMetric(_RagMetric, abstract=True):
         """[{key, doc (resolved id or None), valid, why}] for each distinct
         cited key, and the retrieved ids."""
         text = self.prediction(generation, context)
-        retrieved = [_context_id(c, i) for i, c in enumerate(sample.retrieved_contexts or [])]
+        retrieved = [context_id(c, i) for i, c in enumerate(sample.retrieved_contexts or [])]
         known = None
         if isinstance(sample.corpus_snapshot, dict) and isinstance(sample.corpus_snapshot.get("documents"), dict):
             known = {str(k) for k in sample.corpus_snapshot["documents"]}

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..core.metric import Direction, Metric, MissingEvidence
 from ..core.types import Generation, Sample, Score, Status
-from .text import _TextMetric
+from .text import TextMetric
 
 
 def _in_repeat_order(generations: list[Generation], contexts: list[dict]) -> list[tuple[Generation, dict]]:
@@ -104,7 +104,7 @@ class PassHatK(_RepeatCorrectness):
     _symbol = "pass^k"
 
 
-class MajorityVote(_TextMetric):
+class MajorityVote(TextMetric):
     """Exact match of the most common normalised prediction across repeats
     (ties: the answer that occurred first in repeat order)."""
 

@@ -27,7 +27,7 @@ from ..core.types import Generation, Sample, Score
 RELEVANCE_LEVEL = 1.0
 
 
-def _context_id(ctx: Any, i: int) -> str:
+def context_id(ctx: Any, i: int) -> str:
     if not isinstance(ctx, dict):
         raise ValueError(f"retrieved_contexts[{i}] must be an object with an 'id', got {type(ctx).__name__}")
     if "id" not in ctx or ctx["id"] is None or isinstance(ctx["id"], (dict, list, bool)):
@@ -46,7 +46,7 @@ def rank_contexts(contexts: list[dict[str, Any]]) -> list[str]:
     """Document ids in rank order (see the module docstring for the rule)."""
     if not isinstance(contexts, (list, tuple)):
         raise ValueError(f"retrieved_contexts must be a list, got {type(contexts).__name__}")
-    ids = [_context_id(c, i) for i, c in enumerate(contexts)]
+    ids = [context_id(c, i) for i, c in enumerate(contexts)]
     has_score = [c.get("score") is not None for c in contexts]
     has_rank = [c.get("rank") is not None for c in contexts]
     if all(has_score):

@@ -14,7 +14,7 @@ _PUNCT = re.compile(f"[{re.escape(string.punctuation)}]")
 _WS = re.compile(r"\s+")
 
 
-class _TextMetric(Metric, abstract=True):
+class TextMetric(Metric, abstract=True):
     family = "generation"
     requires = ("target",)
 
@@ -56,7 +56,7 @@ class _TextMetric(Metric, abstract=True):
         return text
 
 
-class ExactMatch(_TextMetric):
+class ExactMatch(TextMetric):
     """1 when the prediction equals a target after the chosen normalisation."""
 
     name = "exact_match"
@@ -68,7 +68,7 @@ class ExactMatch(_TextMetric):
         return Score.scored(self.name, 1.0 if hit else 0.0)
 
 
-class Contains(_TextMetric):
+class Contains(TextMetric):
     """1 when a (normalised) target occurs inside the prediction."""
 
     name = "contains"
@@ -85,7 +85,7 @@ def _tokens(text: str) -> list[str]:
     return [t for t in text.split() if t not in ("a", "an", "the")]
 
 
-class TokenF1(_TextMetric):
+class TokenF1(TextMetric):
     """SQuAD-style token F1 (lower-cased, punctuation and articles removed), max over targets."""
 
     name = "token_f1"

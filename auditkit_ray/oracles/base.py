@@ -107,9 +107,9 @@ class Oracle(ABC):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if not cls.__dict__.get("name"):
-            from ..core.metric import _snake
+            from ..core.metric import snake_case
 
-            cls.name = _snake(cls.__name__)
+            cls.name = snake_case(cls.__name__)
 
     @abstractmethod
     def verdict(self, sample: Sample, generation: Generation, context: dict) -> Verdict:
