@@ -1,4 +1,4 @@
-"""Typed errors. Each maps to a CLI exit code (DESIGN.md 8.10).
+"""Typed errors. Each maps to a CLI exit code.
 
 0 ok, 1 a gate failed or a regression, 2 usage or configuration error,
 130 interrupted. User mistakes raise one of these and the CLI prints one line,

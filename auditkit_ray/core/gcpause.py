@@ -2,11 +2,10 @@
 
 A shard's payload is tens of thousands of small dicts and lists that live
 until the shard is done. Each allocation-triggered collection walks all of
-them, so per-sample work gets slower the bigger the shard: measured on 10k
-RAG samples (12 metrics), the scoring stage spent 428 us per sample with the
-collector on and 160 us with it paused. What a shard allocates is freed by
-reference counting; the few cycles wait for the next collection after the
-pause ends."""
+them, so per-sample work gets slower the bigger the shard (by more than half
+on large RAG shards; see benchmarks/RESULTS.md). What a shard allocates is
+freed by reference counting; the few cycles wait for the next collection
+after the pause ends."""
 
 from __future__ import annotations
 

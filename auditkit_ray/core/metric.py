@@ -184,7 +184,9 @@ class Metric(ABC):
     def score_batch(self, items: list[tuple[Sample, Generation, dict]]) -> list[Score | dict[str, Score]]:
         return [self.score(s, g, c) for s, g, c in items]
 
-    def score_group(self, sample: Sample, generations: list[Generation], contexts: list[dict]) -> Score | dict[str, Score]:
+    def score_group(
+        self, sample: Sample, generations: list[Generation], contexts: list[dict]
+    ) -> Score | dict[str, Score]:
         """Score all repeats of one sample at once (metrics with scope = "group")."""
         raise TypeError(f"{type(self).__name__} declares scope='group' but no score_group()")
 
@@ -230,7 +232,9 @@ class Metric(ABC):
 
     def missing_requirements(self, sample: Sample, generation: Generation | None, context: dict | None) -> list[str]:
         getters = _GETTERS
-        return [f for f in self.requires if _is_absent((getters.get(f) or _field_getter(f))(sample, generation, context))]
+        return [
+            f for f in self.requires if _is_absent((getters.get(f) or _field_getter(f))(sample, generation, context))
+        ]
 
     def evaluate(self, sample: Sample, generation: Generation, context: dict) -> list[Score]:
         """Run ``score`` with the contract enforced: missing requirements give
@@ -311,8 +315,14 @@ class Metric(ABC):
             scores = []
             for key, s in res.items():
                 if not isinstance(s, Score):
-                    return [Score.error(self.output_name, f"score() returned {type(s).__name__} for {key!r}, not a Score")]
-                full = key if key == self.output_name or key.startswith(self.output_name + ".") else f"{self.output_name}.{key}"
+                    return [
+                        Score.error(self.output_name, f"score() returned {type(s).__name__} for {key!r}, not a Score")
+                    ]
+                full = (
+                    key
+                    if key == self.output_name or key.startswith(self.output_name + ".")
+                    else f"{self.output_name}.{key}"
+                )
                 scores.append(s.model_copy(update={"name": full}))
             return scores
         if isinstance(res, (int, float)) and not isinstance(res, bool):

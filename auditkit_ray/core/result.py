@@ -119,7 +119,10 @@ class RunResult(_Model):
             raise ResultFormatError(f"{source}: not a results object (got {type(data).__name__})")
         fmt = data.get("format")
         if not isinstance(fmt, int) or isinstance(fmt, bool):
-            raise ResultFormatError(f"{source}: missing or invalid 'format' field (expected an integer, this version writes {FORMAT_VERSION})")
+            raise ResultFormatError(
+                f"{source}: missing or invalid 'format' field "
+                f"(expected an integer, this version writes {FORMAT_VERSION})"
+            )
         if fmt > FORMAT_VERSION:
             raise ResultFormatError(
                 f"{source}: results format {fmt} is newer than this auditkit-ray ({__version__}) can read "
@@ -128,7 +131,9 @@ class RunResult(_Model):
         while fmt < FORMAT_VERSION:
             up = _UPGRADERS.get(fmt)
             if up is None:
-                raise ResultFormatError(f"{source}: results format {fmt} is not supported (this version reads {FORMAT_VERSION})")
+                raise ResultFormatError(
+                    f"{source}: results format {fmt} is not supported (this version reads {FORMAT_VERSION})"
+                )
             data = up(dict(data))
             fmt = data["format"]
         try:

@@ -133,8 +133,15 @@ class Score(_Model):
     @classmethod
     def scored(cls, name: str, value: float, **kw: Any) -> "Score":
         meta, reason = kw.get("metadata", {}), kw.get("reason")
-        if (type(value) in (float, int, bool) and type(name) is str and math.isfinite(value) and kw.keys() <= {"metadata", "reason"}
-                and (reason is None or type(reason) is str) and type(meta) is dict and all(type(k) is str for k in meta)):
+        if (
+            type(value) in (float, int, bool)
+            and type(name) is str
+            and math.isfinite(value)
+            and kw.keys() <= {"metadata", "reason"}
+            and (reason is None or type(reason) is str)
+            and type(meta) is dict
+            and all(type(k) is str for k in meta)
+        ):
             # the common case, already valid: skip the validator (hot in scoring stages: one per sample
             # and metric); what model_construct would build, without its per-field loop
             if cls is Score and _DIRECT_CONSTRUCT:
@@ -145,7 +152,9 @@ class Score(_Model):
                 _setattr(m, "__pydantic_extra__", None)
                 _setattr(m, "__pydantic_private__", None)
                 return m
-            return cls.model_construct(name=name, value=float(value), status=Status.SCORED, reason=reason, metadata=meta)
+            return cls.model_construct(
+                name=name, value=float(value), status=Status.SCORED, reason=reason, metadata=meta
+            )
         return cls(name=name, value=value, status=Status.SCORED, **kw)
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -182,7 +191,9 @@ class ScoreRecord:
 
     __slots__ = ("name", "value", "status", "reason", "metadata")
 
-    def __init__(self, name: str, value: float | None, status: Status, reason: str | None, metadata: dict[str, Any]) -> None:
+    def __init__(
+        self, name: str, value: float | None, status: Status, reason: str | None, metadata: dict[str, Any]
+    ) -> None:
         self.name, self.value, self.status, self.reason, self.metadata = name, value, status, reason, metadata
 
 
@@ -193,10 +204,20 @@ def _checked_fields(d: Any) -> dict[str, Any] | None:
     if status is None or not _SCORE_FIELDS.issuperset(d):
         return None
     name, value, reason, meta = d.get("name"), d.get("value"), d.get("reason"), d.get("metadata", {})
-    if not (type(name) is str and (reason is None or type(reason) is str) and type(meta) is dict
-            and (value is None if status is not Status.SCORED else type(value) in (float, int) and math.isfinite(value))):
+    if not (
+        type(name) is str
+        and (reason is None or type(reason) is str)
+        and type(meta) is dict
+        and (value is None if status is not Status.SCORED else type(value) in (float, int) and math.isfinite(value))
+    ):
         return None
-    return {"name": name, "value": None if value is None else float(value), "status": status, "reason": reason, "metadata": meta}
+    return {
+        "name": name,
+        "value": None if value is None else float(value),
+        "status": status,
+        "reason": reason,
+        "metadata": meta,
+    }
 
 
 _STATUSES = {st.value: st for st in Status}
@@ -206,9 +227,12 @@ _new_model = object.__new__
 _setattr = object.__setattr__
 # Score.scored sets the instance's attributes itself only while pydantic builds models as it does
 # now: plain fields, no post-init hook, no private attributes, not a root model
-_DIRECT_CONSTRUCT = (_SCORE_FIELDS == {"name", "value", "status", "reason", "metadata"}
-                     and not getattr(Score, "__pydantic_post_init__", None) and not getattr(Score, "__private_attributes__", None)
-                     and not getattr(Score, "__pydantic_root_model__", False))
+_DIRECT_CONSTRUCT = (
+    _SCORE_FIELDS == {"name", "value", "status", "reason", "metadata"}
+    and not getattr(Score, "__pydantic_post_init__", None)
+    and not getattr(Score, "__private_attributes__", None)
+    and not getattr(Score, "__pydantic_root_model__", False)
+)
 
 
 def jsonable(v: Any) -> Any:

@@ -181,10 +181,18 @@ class ToolChainOrder(_MatchingMetric):
         pw, kept, total = pairwise_order(m)
         meta = {"route": chosen.route}
         return {
-            "subsequence": Score.scored("subsequence", float(in_order_subsequence(route, trace.turns, matcher)), metadata=meta),
+            "subsequence": Score.scored(
+                "subsequence", float(in_order_subsequence(route, trace.turns, matcher)), metadata=meta
+            ),
             "strict": Score.scored("strict", float(strict_order(route, trace.turns, matcher)), metadata=meta),
-            "pairwise": _maybe("pairwise", pw, "no matched pair of calls from different reference turns",
-                               kept=kept, pairs=total, **meta),
+            "pairwise": _maybe(
+                "pairwise",
+                pw,
+                "no matched pair of calls from different reference turns",
+                kept=kept,
+                pairs=total,
+                **meta,
+            ),
         }
 
 
@@ -209,9 +217,15 @@ class ParallelCalls(_MatchingMetric):
         st = parallel_stats(m)
         meta = {"route": chosen.route, **{k: v for k, v in st.items() if k not in ("recall", "precision", "detection")}}
         return {
-            "recall": _maybe("recall", st["recall"], "no matched pair of independent (same-turn) reference calls", **meta),
-            "precision": _maybe("precision", st["precision"], "the agent batched no pair of matched calls in one turn", **meta),
-            "detection": _maybe("detection", st["detection"], "no reference turn with two or more matched calls", **meta),
+            "recall": _maybe(
+                "recall", st["recall"], "no matched pair of independent (same-turn) reference calls", **meta
+            ),
+            "precision": _maybe(
+                "precision", st["precision"], "the agent batched no pair of matched calls in one turn", **meta
+            ),
+            "detection": _maybe(
+                "detection", st["detection"], "no reference turn with two or more matched calls", **meta
+            ),
         }
 
 
@@ -246,7 +260,9 @@ class LoopFrequency(_AgentMetric):
         trace = self.trace(generation)
         trace.require_arguments()
         freq, looping, transitions = loops(trace.turns, self.params["window"])
-        return _maybe(self.name, freq, "fewer than two turns with calls", looping_turns=looping, transitions=transitions)
+        return _maybe(
+            self.name, freq, "fewer than two turns with calls", looping_turns=looping, transitions=transitions
+        )
 
 
 class ToolCallValidity(_AgentMetric):
@@ -292,7 +308,9 @@ class PermissionViolations(_AgentMetric):
     description = "calls to tools outside the allow-list (any per episode, and rate per call)"
 
     def __init__(self, *, allowed_tools: list[str] | None = None, as_name: str | None = None) -> None:
-        if allowed_tools is not None and not (isinstance(allowed_tools, list) and all(isinstance(t, str) for t in allowed_tools)):
+        if allowed_tools is not None and not (
+            isinstance(allowed_tools, list) and all(isinstance(t, str) for t in allowed_tools)
+        ):
             raise TypeError("allowed_tools must be a list of tool names")
         super().__init__(allowed_tools=allowed_tools, as_name=as_name)
 

@@ -56,7 +56,9 @@ class BERTScore(Metric):
     direction = Direction.MAXIMIZE
     family = "lexical"
     requires = ("target",)
-    description = "BERTScore (bert-score) from a local model_path with explicit num_layers; rescaled only with baseline_path"
+    description = (
+        "BERTScore (bert-score) from a local model_path with explicit num_layers; rescaled only with baseline_path"
+    )
 
     def __init__(self, *, model_path: str, num_layers: int, baseline_path: str | None = None, measure: str = "f1",
                  batch_size: int = 64, device: str | None = None, on: str | None = None) -> None:

@@ -129,7 +129,9 @@ class NumericMatch(Metric):
     name = "numeric_match"
     direction = Direction.MAXIMIZE
     family = "generation"
-    description = "1 when the prediction's number (the last by default) equals a numeric target within abs/rel tolerance"
+    description = (
+        "1 when the prediction's number (the last by default) equals a numeric target within abs/rel tolerance"
+    )
     requires = ("target",)
 
     def __init__(self, *, abs_tol: float = 0.0, rel_tol: float = 1e-9, pick: str = "last",
@@ -202,7 +204,9 @@ class JsonSchemaMatch(Metric):
     name = "json_schema_match"
     direction = Direction.MAXIMIZE
     family = "generation"
-    description = "1 when the prediction is JSON that validates against a JSON Schema (param `schema` or metadata.json_schema)"
+    description = (
+        "1 when the prediction is JSON that validates against a JSON Schema (param `schema` or metadata.json_schema)"
+    )
 
     def __init__(self, *, schema: dict | None = None, strip_fences: bool = True, on: str | None = None) -> None:
         from ..errors import require

@@ -61,7 +61,9 @@ def _documents(sample: Sample) -> dict[str, dict]:
         raise ValueError(f"corpus_snapshot must be an object, got {type(snap).__name__}")
     docs = snap.get("documents")
     if not isinstance(docs, dict):
-        raise ValueError("corpus_snapshot.documents must be an object {id: {digest, version, superseded_at, access_groups}}")
+        raise ValueError(
+            "corpus_snapshot.documents must be an object {id: {digest, version, superseded_at, access_groups}}"
+        )
     for k, v in docs.items():
         if not isinstance(v, dict):
             raise ValueError(f"corpus_snapshot.documents[{k!r}] must be an object, got {type(v).__name__}")
@@ -166,7 +168,9 @@ class Freshness(_PlainRagMetric):
     name = "freshness"
     direction = Direction.MAXIMIZE
     requires = ("retrieved_contexts", "corpus_snapshot")
-    description = "1 when no retrieved document is stale (superseded by the decision date, or not the snapshot's digest)"
+    description = (
+        "1 when no retrieved document is stale (superseded by the decision date, or not the snapshot's digest)"
+    )
 
     def score(self, sample: Sample, generation: Generation, context: dict) -> Score:
         ids, stale = stale_documents(sample)
@@ -214,7 +218,9 @@ def access_violations(sample: Sample) -> tuple[list[str], dict[str, str]] | None
         if allowed is None:
             allowed = []
         if isinstance(allowed, str) or not isinstance(allowed, (list, tuple)):
-            raise ValueError(f"corpus_snapshot.documents[{d!r}].access_groups must be a list, got {type(allowed).__name__}")
+            raise ValueError(
+                f"corpus_snapshot.documents[{d!r}].access_groups must be a list, got {type(allowed).__name__}"
+            )
         allowed_set = {str(g) for g in allowed}
         if PUBLIC_GROUP not in allowed_set and not (allowed_set & user):
             bad[d] = f"access groups {sorted(allowed_set)} do not include any of the user's {sorted(user)}"
@@ -332,7 +338,9 @@ class CitationPrecision(_CitationMetric):
 
     name = "citation_precision"
     direction = Direction.MAXIMIZE
-    description = "fraction of distinct citations that resolve to a gold evidence document (invalid ones count as wrong)"
+    description = (
+        "fraction of distinct citations that resolve to a gold evidence document (invalid ones count as wrong)"
+    )
 
     def score(self, sample: Sample, generation: Generation, context: dict) -> Score:
         gold = set(_gold(sample))
@@ -381,7 +389,9 @@ class NumericCorrectness(_RagMetric):
     name = "numeric_correctness"
     direction = Direction.MAXIMIZE
     requires = ("metadata.gold_numbers",)
-    description = "fraction of metadata.gold_numbers stated in the output within tolerance (commas, percentages handled)"
+    description = (
+        "fraction of metadata.gold_numbers stated in the output within tolerance (commas, percentages handled)"
+    )
 
     def __init__(self, *, abs_tol: float = 0.0, rel_tol: float = 1e-9, strip_citations: bool = True,
                  on: str | None = None) -> None:

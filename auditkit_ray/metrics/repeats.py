@@ -91,7 +91,9 @@ class PassAtK(_RepeatCorrectness):
 
     name = "pass_at_k"
     direction = Direction.MAXIMIZE
-    description = "unbiased pass@k over repeats, 1 - C(n-c,k)/C(n,k) (Chen et al. 2021); correctness by a criterion metric"
+    description = (
+        "unbiased pass@k over repeats, 1 - C(n-c,k)/C(n,k) (Chen et al. 2021); correctness by a criterion metric"
+    )
 
 
 class PassHatK(_RepeatCorrectness):

@@ -63,7 +63,9 @@ class FinalState(Oracle):
             return Verdict.success(f"final state {'contains' if subset else 'equals'} the expected state",
                                    mode=self.params["mode"])
         diffs = list(diff_paths(expected, actual, subset=subset))
-        return Verdict.failure(f"final state differs: {'; '.join(diffs[:3])}", mode=self.params["mode"], differences=diffs[:20])
+        return Verdict.failure(
+            f"final state differs: {'; '.join(diffs[:3])}", mode=self.params["mode"], differences=diffs[:20]
+        )
 
 
 # --------------------------------------------------------------------------- artifacts
@@ -122,7 +124,11 @@ class ArtifactCheck(Oracle):
                     unknown.append(f"{name}: content not recorded")
                     continue
                 if content is not _UNSET:
-                    same = content == exp["content"] if isinstance(exp["content"], str) else json_equal(content, exp["content"])
+                    same = (
+                        content == exp["content"]
+                        if isinstance(exp["content"], str)
+                        else json_equal(content, exp["content"])
+                    )
                 else:
                     same = digest == _digest(exp["content"])
                 if not same:
@@ -353,7 +359,9 @@ class AgentOutcome(Metric):
     family = "oracle"
     description = "headline outcome: final-state check, else answer check, else unknown; judge reported alongside"
 
-    def __init__(self, *, state_mode: str = "subset", answer_mode: str = "normalized", as_name: str | None = None) -> None:
+    def __init__(
+        self, *, state_mode: str = "subset", answer_mode: str = "normalized", as_name: str | None = None
+    ) -> None:
         self.state = FinalState(mode=state_mode)
         self.answer = AnswerCheck(mode=answer_mode)
         self.judge = JudgeAssertion()
@@ -362,7 +370,9 @@ class AgentOutcome(Metric):
     def identity(self) -> dict[str, Any]:
         return {**super().identity(), "oracles": [o.identity() for o in (self.state, self.answer, self.judge)]}
 
-    def headline(self, sample: Sample, generation: Generation, context: dict) -> tuple[Verdict, str | None, dict[str, Any]]:
+    def headline(
+        self, sample: Sample, generation: Generation, context: dict
+    ) -> tuple[Verdict, str | None, dict[str, Any]]:
         checks: dict[str, Any] = {}
         unresolved: list[str] = []
         for source, oracle in (("state", self.state), ("answer", self.answer)):

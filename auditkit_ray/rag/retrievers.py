@@ -16,7 +16,10 @@ from typing import Any
 from .corpus import Corpus
 
 _TOKEN = re.compile(r"[a-z0-9]+")
-STOPWORDS = frozenset("a an and are as at be by for from has have in is it its of on or that the to was were what which who with how many much does do".split())
+STOPWORDS = frozenset(
+    "a an and are as at be by for from has have in is it its of on or that the to was were what which who with "
+    "how many much does do".split()
+)
 
 
 def tokenize(text: str) -> list[str]:
