@@ -51,7 +51,9 @@ class PromptAdapter:
     def _record(self, sample: Any, raw: dict) -> dict:
         rec = dict(raw)
         rec.setdefault("input", sample.input if isinstance(sample.input, str) else "")
-        rec.setdefault("target", sample.target if isinstance(sample.target, str) else (sample.targets[0] if sample.targets else ""))
+        rec.setdefault(
+            "target", sample.target if isinstance(sample.target, str) else (sample.targets[0] if sample.targets else "")
+        )
         rec.setdefault("id", sample.id)
         return rec
 
@@ -59,7 +61,9 @@ class PromptAdapter:
         if self.spec.template is None:
             value = rec.get(self.dataset.input_field)
             if value is None:
-                raise DataError(f"sample {sample_id!r}: no input field {self.dataset.input_field!r} and no prompt template")
+                raise DataError(
+                    f"sample {sample_id!r}: no input field {self.dataset.input_field!r} and no prompt template"
+                )
             return value if isinstance(value, str) else str(value)
         return render(self.spec.template, rec, sample_id)
 

@@ -85,7 +85,9 @@ class CallMatcher:
         elif arguments in ARGUMENT_MODES:
             self.mode = arguments
         else:
-            raise ConfigError(f"arguments must be one of {', '.join(ARGUMENT_MODES)} (or set comparator), got {arguments!r}")
+            raise ConfigError(
+                f"arguments must be one of {', '.join(ARGUMENT_MODES)} (or set comparator), got {arguments!r}"
+            )
         self.tools = list(tools or [])
         self._bfcl_cache: dict[str, dict[str, Any] | None] = {}
 
@@ -135,7 +137,9 @@ def flatten(turns: Sequence[Sequence[ToolCall]]) -> list[Node]:
     return [Node(t, i, c) for t, calls in enumerate(turns) for i, c in enumerate(calls)]
 
 
-def max_assignment(n_ref: int, n_pred: int, edge: Callable[[int, int], tuple[int, float] | None]) -> list[tuple[int, int]]:
+def max_assignment(
+    n_ref: int, n_pred: int, edge: Callable[[int, int], tuple[int, float] | None]
+) -> list[tuple[int, int]]:
     """A maximum-cardinality matching. ``edge(i, j)`` is ``None`` (no edge) or
     ``(tier, displacement)`` with ``displacement`` in [0, 1). Among maximum
     matchings, the smallest total tier, then the smallest total displacement."""
@@ -213,9 +217,15 @@ class MatchResult:
             "tp": self.tp,
             "predicted": len(self.pred),
             "reference": len(self.ref),
-            "pairs": [[self.ref[i].turn, self.ref[i].index, self.pred[j].turn, self.pred[j].index] for i, j in self.pairs],
-            "unmatched_reference": [f"{n.call.name}@{n.turn}" for k, n in enumerate(self.ref) if k not in {i for i, _ in self.pairs}],
-            "unmatched_predicted": [f"{n.call.name}@{n.turn}" for k, n in enumerate(self.pred) if k not in {j for _, j in self.pairs}],
+            "pairs": [
+                [self.ref[i].turn, self.ref[i].index, self.pred[j].turn, self.pred[j].index] for i, j in self.pairs
+            ],
+            "unmatched_reference": [
+                f"{n.call.name}@{n.turn}" for k, n in enumerate(self.ref) if k not in {i for i, _ in self.pairs}
+            ],
+            "unmatched_predicted": [
+                f"{n.call.name}@{n.turn}" for k, n in enumerate(self.pred) if k not in {j for _, j in self.pairs}
+            ],
         }
 
 

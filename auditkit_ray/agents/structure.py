@@ -125,14 +125,20 @@ def call_key(call: ToolCall) -> Any:
     return (call.name, canonical(call.arguments))
 
 
-def redundancy(turns: Sequence[Sequence[ToolCall]], malformed: dict[tuple[int, int], str] | None = None) -> tuple[float | None, int, int]:
+def redundancy(
+    turns: Sequence[Sequence[ToolCall]], malformed: dict[tuple[int, int], str] | None = None
+) -> tuple[float | None, int, int]:
     """(ratio, redundant, total): calls that repeat an earlier identical call
     (same name, ``json_equal`` arguments)."""
     seen: set[Any] = set()
     redundant = total = 0
     for t, calls in enumerate(turns):
         for i, c in enumerate(calls):
-            key = ("malformed", c.name, (malformed or {}).get((t, i))) if malformed and (t, i) in malformed else call_key(c)
+            key = (
+                ("malformed", c.name, (malformed or {}).get((t, i)))
+                if malformed and (t, i) in malformed
+                else call_key(c)
+            )
             total += 1
             if key in seen:
                 redundant += 1

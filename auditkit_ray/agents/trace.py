@@ -89,6 +89,18 @@ class Turn(_M):
     #: index -> raw argument text that was not a JSON object
     malformed: dict[int, str] = Field(default_factory=dict)
 
+    def add_call(self, raw: Any) -> ToolCall:
+        """Append a call read from a recorded form (see ``parse_call``), noting
+        whether its arguments were not recorded or not a JSON object."""
+        call, status = parse_call(raw, strict=False)
+        i = len(self.calls)
+        self.calls.append(call)
+        if status == "incomplete":
+            self.incomplete.append(i)
+        elif status.startswith("malformed:"):
+            self.malformed[i] = status[len("malformed:"):]
+        return call
+
 
 class Episode(_M):
     id: str | None = None
@@ -167,7 +179,9 @@ class Episode(_M):
                 cid = r.call_id or (t.calls[i].id if i < len(t.calls) and t.calls[i].id else f"call_{ti}_{i}")
                 content = r.content if isinstance(r.content, str) else json.dumps(r.content, ensure_ascii=False)
                 out.append({"role": "tool", "tool_call_id": cid, "content": content})
-        if self.output is not None and (not self.turns or self.turns[-1].calls or self.turns[-1].content != self.output):
+        if self.output is not None and (
+            not self.turns or self.turns[-1].calls or self.turns[-1].content != self.output
+        ):
             out.append({"role": "assistant", "content": self.output})
         return out
 
@@ -357,13 +371,8 @@ def from_openai_messages(messages: Iterable[Any], *, episode_id: str | None = No
             if m.get("function_call"):
                 raw_calls.append({"function": m["function_call"]})
             turn = Turn(content=m.get("content"))
-            for i, rc in enumerate(raw_calls):
-                call, status = parse_call(rc, strict=False)
-                turn.calls.append(call)
-                if status == "incomplete":
-                    turn.incomplete.append(i)
-                elif status.startswith("malformed:"):
-                    turn.malformed[i] = status[len("malformed:"):]
+            for rc in raw_calls:
+                call = turn.add_call(rc)
                 if call.id:
                     by_id[call.id] = len(turns)
             turns.append(turn)
@@ -435,19 +444,15 @@ def read_jsonl_traces(source: str | Path | Iterable[str]) -> dict[str, Episode]:
             if "arguments" in ev:
                 raw["arguments"] = ev["arguments"]
             try:
-                call, status = parse_call(raw, strict=False)
+                turn.add_call(raw)
             except DataError as exc:
                 raise DataError(f"{where}:{n}: {exc}") from None
-            i = len(turn.calls)
-            turn.calls.append(call)
-            if status == "incomplete":
-                turn.incomplete.append(i)
-            elif status.startswith("malformed:"):
-                turn.malformed[i] = status[len("malformed:"):]
         elif kind == "tool_result":
             cid = ev.get("id", ev.get("call_id"))
             name = ev.get("name") or next((c.name for c in turn.calls if cid and c.id == cid), None)
-            turn.results.append(ToolResult(call_id=cid, name=name, content=ev.get("content"), error=bool(ev.get("error", False))))
+            turn.results.append(
+                ToolResult(call_id=cid, name=name, content=ev.get("content"), error=bool(ev.get("error", False)))
+            )
         else:
             if ev.get("role", "assistant") == "assistant":
                 turn.content = ev.get("content")
@@ -460,9 +465,16 @@ def read_jsonl_traces(source: str | Path | Iterable[str]) -> dict[str, Episode]:
             output = next((t.content for t in reversed(turns) if not t.calls and t.content is not None), None)
         known = {"output", "final_state", "artifacts", "contexts", "judge_verdict", "metadata"}
         extra = {k: v for k, v in final.items() if k not in known}
-        out[eid] = Episode(id=eid, turns=turns, output=output, final_state=final.get("final_state"),
-                           artifacts=final.get("artifacts"), contexts=final.get("contexts"),
-                           judge_verdict=final.get("judge_verdict"), metadata={**(final.get("metadata") or {}), **extra})
+        out[eid] = Episode(
+            id=eid,
+            turns=turns,
+            output=output,
+            final_state=final.get("final_state"),
+            artifacts=final.get("artifacts"),
+            contexts=final.get("contexts"),
+            judge_verdict=final.get("judge_verdict"),
+            metadata={**(final.get("metadata") or {}), **extra},
+        )
     return out
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
+from ..core.textmodel import TextModel, TextModelFactory
 from ..core.types import Generation
+from ..errors import ConfigError
 
 
 def _source(on: str, generation: Generation, annotations: dict) -> str | None:
@@ -21,7 +23,10 @@ def _source(on: str, generation: Generation, annotations: dict) -> str | None:
     return annotations.get(on)
 
 
-def build_annotator(spec: Any) -> Callable[[Generation, dict], Any]:
+def build_annotator(spec: Any, text_model: TextModelFactory | None = None) -> Callable[[Generation, dict], Any]:
+    """The annotator of a spec. A model-based one (``type: model``) gets its
+    model from ``text_model(spec.judge, max_new_tokens=...)``; the scoring
+    stage passes ``auditkit_ray.judges.textmodel.judge_text_model``."""
     if spec.type == "regex":
         rx = re.compile(spec.pattern)
 
@@ -71,44 +76,37 @@ def build_annotator(spec: Any) -> Callable[[Generation, dict], Any]:
 
         return first
     if spec.type == "model":
-        return ModelExtractor(spec)
+        if text_model is None:
+            raise ConfigError(f"annotator {spec.name!r}: a model-based annotator needs a text model factory "
+                              "(build_annotator(spec, text_model=...))")
+        return ModelExtractor(spec, text_model(spec.judge, max_new_tokens=spec.max_new_tokens, prompt=spec.prompt))
     raise ValueError(f"unknown annotator type {spec.type!r}")
 
 
 class ModelExtractor:
-    """A model-based extractor: one batched request per shard to a judge
-    backend (the judge machinery: lazy load, ${VAR} expansion, retries and
-    cache of the api backend)."""
+    """A model-based extractor: one batched request per shard to the model it
+    is given (a ``TextModel``: prompts in, texts out); the reply, stripped, is
+    the extracted value, and a failed request leaves no value."""
 
     batched = True
 
-    def __init__(self, spec: Any) -> None:
-        from ..judges.base import JudgeMetric
-
-        class _Extract(JudgeMetric):
-            name = "model_extract"
-
-            def score(self, sample, generation, context):  # pragma: no cover - not used as a metric
-                raise TypeError("an annotator")
-
+    def __init__(self, spec: Any, model: TextModel) -> None:
         self.spec = spec
-        self.judge = _Extract(judge=spec.judge, generation={"max_new_tokens": spec.max_new_tokens, "temperature": 0.0},
-                              prompt=spec.prompt)
+        self.model = model
 
     def batch(self, items: list[tuple[str, Generation, dict]]) -> list[Any]:
-        from ..backends.base import Request
-
         todo = [(k, sid, _source(self.spec.on, g, ann)) for k, (sid, g, ann) in enumerate(items) if not g.error]
         todo = [(k, sid, text) for k, sid, text in todo if text is not None]
         out: list[Any] = [None] * len(items)
         prompts = [self.spec.prompt.replace("{output}", text) for _, _, text in todo]
-        gens = self.judge.ask([Request(sample_id=f"{sid}#extract", prompt=p) for (_, sid, _), p in zip(todo, prompts)])
-        for (k, _, _), g in zip(todo, gens):
-            out[k] = None if g.error else g.text.strip()
+        texts = self.model.complete(prompts, [f"{sid}#extract" for _, sid, _ in todo])
+        for (k, _, _), text in zip(todo, texts):
+            out[k] = None if text is None else text.strip()
         return out
 
 
-def apply_annotators_batch(fns: list[tuple[str, Callable]], generations: list[Generation], sample_ids: list[str]) -> list[dict]:
+def apply_annotators_batch(fns: list[tuple[str, Callable]], generations: list[Generation],
+                           sample_ids: list[str]) -> list[dict]:
     """Annotators over a shard, in order; model extractors get one batched call."""
     out: list[dict[str, Any]] = [{} for _ in generations]
     for name, fn in fns:

@@ -48,15 +48,47 @@ import socket
 import time
 import urllib.error
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar, Literal
 
-from ..agents.trace import Episode, ToolResult, Turn, from_openai_messages, parse_call
-from ..config.models import AgentBackendSpec  # noqa: F401 - re-exported
+from pydantic import Field, model_validator
+
+from ..agents.trace import Episode, ToolResult, Turn, from_openai_messages
+from ..core.backends import BackendSettings
 from ..core.secrets import scrub_text
 from ..core.types import Generation
 from ..errors import DataError
-from .base import Backend, Request
+from .base import Backend, Request, map_concurrently
+
+
+class AgentSettings(BackendSettings):
+    """An agent over HTTP (``url``) or a Python callable (``callable``),
+    driven multi-turn until it stops or ``max_turns`` steps."""
+
+    type: Literal["agent"]
+    url: str | None = Field(None, description="agent endpoint (http:// or https://); each step is a POST of JSON")
+    callable: str | None = Field(None, description="'package.module:function' taking the step request dict, "
+                                 "returning the reply dict")
+    max_turns: int = Field(8, ge=1, description="most steps per episode")
+    timeout_s: float = Field(60.0, gt=0, description="per HTTP request")
+    headers: dict[str, str] = Field(default_factory=dict, description="HTTP headers; values under secret-looking "
+                                    "names are masked and never fingerprinted")
+    tools: list[dict[str, Any]] | None = Field(None, description="tool schemas sent when a request carries none")
+    max_retries: int = Field(2, ge=0)
+    concurrency: int = Field(1, ge=1, description="episodes run at once inside one generation actor")
+    batch_size: int = Field(16, ge=1)
+
+    not_in_identity: ClassVar[frozenset[str]] = frozenset({"timeout_s", "max_retries", "concurrency", "batch_size"})
+    secret_maps: ClassVar[tuple[str, ...]] = ("headers",)
+
+    @model_validator(mode="after")
+    def _one_target(self) -> "AgentSettings":
+        if (self.url is None) == (self.callable is None):
+            raise ValueError("set exactly one of 'url' and 'callable'")
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"url must start with http:// or https://, got {self.url!r}")
+        if self.callable is not None and ":" not in self.callable:
+            raise ValueError(f"callable must be 'package.module:function', got {self.callable!r}")
+        return self
 
 
 class AgentError(Exception):
@@ -79,11 +111,7 @@ class AgentBackend(Backend):
 
     def generate(self, requests: list[Request]) -> list[Generation]:
         self.load()
-        workers = min(self.spec.concurrency, len(requests))
-        if workers <= 1:
-            return [self._episode(r) for r in requests]
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            return list(pool.map(self._episode, requests))
+        return map_concurrently(self._episode, requests, self.spec.concurrency)
 
     # -- one step -------------------------------------------------------------
     def _step(self, payload: dict[str, Any]) -> dict[str, Any]:
@@ -131,7 +159,13 @@ class AgentBackend(Backend):
         )
         settings = self.generation.model_dump(mode="json") if hasattr(self.generation, "model_dump") else None
         turns: list[Turn] = []
-        ep: dict[str, Any] = {"output": None, "final_state": None, "artifacts": None, "contexts": None, "judge_verdict": None}
+        ep: dict[str, Any] = {
+            "output": None,
+            "final_state": None,
+            "artifacts": None,
+            "contexts": None,
+            "judge_verdict": None,
+        }
         usage = {"prompt_tokens": 0, "completion_tokens": 0}
         saw_usage = False
         state: Any = None
@@ -193,20 +227,21 @@ def _read_reply(reply: dict[str, Any]) -> tuple[list[dict[str, Any]], list[Turn]
             raise AgentError("'messages' in the agent's reply must be a list of objects")
         ep = from_openai_messages(msgs)
         if answer is None:
-            answer = next((m.get("content") for m in reversed(msgs)
-                           if m.get("role") == "assistant" and not m.get("tool_calls") and m.get("content") is not None), None)
+            answer = next(
+                (
+                    m.get("content")
+                    for m in reversed(msgs)
+                    if m.get("role") == "assistant" and not m.get("tool_calls") and m.get("content") is not None
+                ),
+                None,
+            )
         return list(msgs), list(ep.turns), answer
     raw_calls = reply.get("tool_calls") or []
     if not isinstance(raw_calls, list):
         raise AgentError("'tool_calls' in the agent's reply must be a list")
     turn = Turn(content=reply.get("content"))
-    for i, rc in enumerate(raw_calls):
-        call, status = parse_call(rc, strict=False)
-        turn.calls.append(call)
-        if status == "incomplete":
-            turn.incomplete.append(i)
-        elif status.startswith("malformed:"):
-            turn.malformed[i] = status[len("malformed:"):]
+    for rc in raw_calls:
+        turn.add_call(rc)
     for i, res in enumerate(reply.get("tool_results") or []):
         if not isinstance(res, dict):
             res = {"content": res}
@@ -214,7 +249,9 @@ def _read_reply(reply: dict[str, Any]) -> tuple[list[dict[str, Any]], list[Turn]
         if cid is None and i < len(turn.calls):
             cid = turn.calls[i].id
         name = res.get("name") or next((c.name for c in turn.calls if cid and c.id == cid), None)
-        turn.results.append(ToolResult(call_id=cid, name=name, content=res.get("content"), error=bool(res.get("error", False))))
+        turn.results.append(
+            ToolResult(call_id=cid, name=name, content=res.get("content"), error=bool(res.get("error", False)))
+        )
     if not turn.calls and turn.content is None and answer is None:
         return [], [], None
     msgs_out = Episode(turns=[turn]).to_openai_messages() if turn.calls else []

@@ -29,9 +29,9 @@ raises ``ToolSchemaError`` (the request fails with that message; a bad schema
 in the spec fails validation) - nothing is silently dropped.
 
 The API key (``api_key: ${OPENAI_API_KEY}``) never enters the fingerprint,
-the cache key, results or messages. aiohttp is imported on first use (it
-costs a fifth of httpx's CPU per request at 64 in flight: see
-``benchmarks/RESULTS.md``, workload 7).
+the cache key, results or messages. aiohttp (chosen for its low CPU cost per
+request with many in flight; ``benchmarks/RESULTS.md`` has the comparison) is
+imported on first use.
 """
 
 from __future__ import annotations
@@ -49,12 +49,18 @@ import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
 
+from pydantic import Field, model_validator
+
+from ..core.backends import BackendSettings
+from ..core.envvars import expand_env
 from ..core.secrets import is_secret_key, remember_secret, scrub_text
+from ..core.strict import Strict
 from ..core.types import Generation
 from ..errors import MissingExtraError
 from .base import Backend, Request
+from .seeds import seed31
 
 _RETRY_STATUS = {408, 429}
 
@@ -122,7 +128,9 @@ def openai_tools(tools: list[Any]) -> list[dict[str, Any]]:
                                   "1-64 characters of letters, digits, '_' and '-'")
         params = fn.get("parameters", {"type": "object", "properties": {}})
         if not isinstance(params, dict):
-            raise ToolSchemaError(f"tools[{i}] ({name!r}): parameters must be a JSON Schema object, got {type(params).__name__}")
+            raise ToolSchemaError(
+                f"tools[{i}] ({name!r}): parameters must be a JSON Schema object, got {type(params).__name__}"
+            )
         params = to_json_schema(params)
         if params.get("type", "object") != "object":
             raise ToolSchemaError(f"tools[{i}] ({name!r}): parameters must be a schema of type 'object', "
@@ -139,9 +147,80 @@ def openai_tools(tools: list[Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _derived_seed(*parts: Any) -> int:
-    data = "\x1f".join(str(p) for p in parts).encode("utf-8")
-    return int.from_bytes(hashlib.sha256(data).digest()[:4], "big") & 0x7FFFFFFF
+class PriceTable(Strict):
+    """Prices per one million tokens (any currency; results say ``cost``)."""
+
+    prompt_per_1m: float = Field(0.0, ge=0)
+    completion_per_1m: float = Field(0.0, ge=0)
+
+
+class APISettings(BackendSettings):
+    """Any OpenAI-compatible ``/chat/completions`` or ``/completions`` endpoint."""
+
+    type: Literal["api"]
+    base_url: str = Field(description="e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1")
+    model: str
+    api_key: str | None = Field(None, repr=False, description="write ${VAR}; never fingerprinted, stored or logged")
+    endpoint: Literal["chat", "completions"] = "chat"
+    max_concurrency: int = Field(8, ge=1, description="requests in flight at once (per generation actor, over all "
+                                 "the shards it works on)")
+    requests_per_second: float | None = Field(None, gt=0, description="rate limit per generation actor, retries "
+                                              "included")
+    timeout_s: float = Field(60.0, gt=0)
+    max_retries: int = Field(4, ge=0, description="on timeouts, connection errors, 408, 429 and 5xx")
+    backoff_s: float = Field(0.5, ge=0, description="first backoff; doubles per retry, with full jitter")
+    max_backoff_s: float = Field(30.0, ge=0)
+    headers: dict[str, str] = Field(default_factory=dict, description="more HTTP headers; values under "
+                                    "secret-looking names are masked and never fingerprinted")
+    tools: list[dict[str, Any]] | None = Field(None, description="tool schemas sent when a request carries none")
+    tool_choice: str | dict[str, Any] | None = None
+    extra_body: dict[str, Any] = Field(default_factory=dict, description="more fields of the request body (recorded)")
+    send_seed: bool = Field(True, description="send a per-request seed derived from (seed, sample id, repeat)")
+    prices: PriceTable | None = Field(None, description="per 1M prompt/completion tokens: cost in metadata and "
+                                      "results")
+    cache: bool = Field(True, description="reuse responses from the SQLite cache")
+    cache_path: str | None = Field(None, description="default: ~/.cache/auditkit-ray/api-cache.sqlite (or "
+                                   "$AUDITKIT_RAY_API_CACHE)")
+    batch_size: int = Field(64, ge=1)
+
+    not_in_identity: ClassVar[frozenset[str]] = frozenset({
+        "api_key", "max_concurrency", "requests_per_second", "timeout_s", "max_retries", "backoff_s",
+        "max_backoff_s", "prices", "cache", "cache_path", "batch_size"})
+    secret_maps: ClassVar[tuple[str, ...]] = ("headers",)
+
+    @model_validator(mode="after")
+    def _check(self) -> "APISettings":
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must start with http:// or https://, got {self.base_url!r}")
+        if self.api_key and "${" not in self.api_key:
+            remember_secret(self.api_key)
+        if self.tools:
+            try:
+                openai_tools(self.tools)
+            except ToolSchemaError as exc:
+                raise ValueError(str(exc)) from None
+        return self
+
+    def shards_in_flight(self) -> int:
+        # the actor waits on the network: while one shard's last answers arrive and its outputs
+        # are written, the next shards' requests keep max_concurrency in flight
+        return 4
+
+    def default_shard_size(self) -> int:
+        # fewer, larger shards: less pipeline cost per request; a resumed shard re-asks nothing
+        # already answered (the response cache is written as answers come)
+        return 256
+
+    def thread_safe(self) -> bool:
+        return True  # concurrent generate() calls share one event loop, session and request limit
+
+    def supports_logprobs(self) -> bool:
+        return True
+
+    def settings_identity(self) -> dict[str, Any]:
+        out = super().settings_identity()
+        out["base_url"] = self.base_url.rstrip("/")
+        return out
 
 
 def default_cache_path() -> Path:
@@ -165,7 +244,9 @@ class ResponseCache:
             self._conn.execute("PRAGMA synchronous=NORMAL")
         except sqlite3.OperationalError:  # pragma: no cover - e.g. a network filesystem
             pass
-        self._conn.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)")
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
+        )
 
     def get(self, key: str) -> dict[str, Any] | None:
         return self.get_many([key]).get(key)
@@ -179,7 +260,9 @@ class ResponseCache:
             for k in range(0, len(unique), 500):
                 part = unique[k:k + 500]
                 marks = ",".join("?" * len(part))
-                found.update(self._conn.execute(f"SELECT key, value FROM responses WHERE key IN ({marks})", part).fetchall())
+                found.update(
+                    self._conn.execute(f"SELECT key, value FROM responses WHERE key IN ({marks})", part).fetchall()
+                )
         return {key: json.loads(value) for key, value in found.items()}
 
     def put(self, key: str, value: dict[str, Any]) -> None:
@@ -303,11 +386,6 @@ class _CacheWrites:
 
 
 class APIBackend(Backend):
-    #: the backend can report top log-probabilities (judges ask for them)
-    supports_logprobs = True
-    #: concurrent generate() calls share one event loop, session and request limit
-    thread_safe = True
-
     def __init__(self, spec: Any, generation: Any, seed: int = 0) -> None:
         super().__init__(spec, generation, seed)
         self._key: str | None = None
@@ -347,8 +425,6 @@ class APIBackend(Backend):
             raise MissingExtraError("aiohttp", "api") from exc
         key = self.spec.api_key
         if key and "${" in key:
-            from ..config.loader import expand_env
-
             key = expand_env(key, ("model", "api_key"))
         if key:
             remember_secret(key)
@@ -414,13 +490,15 @@ class APIBackend(Backend):
         if g.stop:
             body["stop"] = list(g.stop)
         if spec.send_seed:
-            body["seed"] = _derived_seed(self.seed, r.sample_id, r.repeat)
+            body["seed"] = seed31(self.seed, r.sample_id, r.repeat)
         meta = r.metadata or {}
         tools = meta.get("tools")
         tools = openai_tools(tools) if tools else self._default_tools
         if tools:
             if spec.endpoint != "chat":
-                raise ToolSchemaError("tool schemas cannot be expressed through the 'completions' endpoint (use endpoint: chat)")
+                raise ToolSchemaError(
+                    "tool schemas cannot be expressed through the 'completions' endpoint (use endpoint: chat)"
+                )
             body["tools"] = tools
             if spec.tool_choice is not None:
                 body["tool_choice"] = spec.tool_choice
@@ -445,8 +523,13 @@ class APIBackend(Backend):
         if memo is None or memo[0] is not self.generation or memo[1] != self.seed:
             gen = self.generation.model_dump(mode="json") if hasattr(self.generation, "model_dump") else self.generation
             backend = canonical_json(self._identity)
-            memo = self._key_parts = (self.generation, self.seed, '{"backend":' + backend + ',"body":',
-                                      ',"generation":' + canonical_json(gen) + ',"repeat":', ',"seed":' + canonical_json(self.seed) + "}")
+            memo = self._key_parts = (
+                self.generation,
+                self.seed,
+                '{"backend":' + backend + ',"body":',
+                ',"generation":' + canonical_json(gen) + ',"repeat":',
+                ',"seed":' + canonical_json(self.seed) + "}",
+            )
         text = memo[2] + canonical_json(body) + memo[3] + canonical_json(r.repeat) + memo[4]
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -455,7 +538,9 @@ class APIBackend(Backend):
         from ..agents.trace import META_MALFORMED, parse_call
 
         if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
-            raise MalformedResponse(f"no 'choices' in the response: {json.dumps(data)[:200] if not isinstance(data, str) else data[:200]!r}")
+            raise MalformedResponse(
+                f"no 'choices' in the response: {json.dumps(data)[:200] if not isinstance(data, str) else data[:200]!r}"
+            )
         choice = data["choices"][0]
         if not isinstance(choice, dict):
             raise MalformedResponse(f"choices[0] is not an object: {choice!r}"[:200])
@@ -527,7 +612,11 @@ class APIBackend(Backend):
             try:
                 async with client.post(self.url, data=payload, headers=headers, proxy=self._proxy,
                                        proxy_auth=self._proxy_auth) as resp:
-                    status, text, retry_after = resp.status, await resp.text(errors="replace"), resp.headers.get("Retry-After")
+                    status, text, retry_after = (
+                        resp.status,
+                        await resp.text(errors="replace"),
+                        resp.headers.get("Retry-After"),
+                    )
             except TimeoutError:
                 err = f"timed out after {spec.timeout_s:g}s"
             except aiohttp.ClientError as exc:
@@ -553,8 +642,15 @@ class APIBackend(Backend):
             retries += 1
             await asyncio.sleep(wait)
 
-    async def _one(self, client: Any, limiter: _RateLimiter, sem: asyncio.Semaphore, body: dict[str, Any], key: str | None,
-                   to_cache: "_CacheWrites") -> Generation:
+    async def _one(
+        self,
+        client: Any,
+        limiter: _RateLimiter,
+        sem: asyncio.Semaphore,
+        body: dict[str, Any],
+        key: str | None,
+        to_cache: "_CacheWrites",
+    ) -> Generation:
         t0 = time.perf_counter()
         async with sem:
             try:
@@ -564,7 +660,9 @@ class APIBackend(Backend):
         try:
             gen = self.parse(data, latency)
         except MalformedResponse as exc:
-            return Generation(error=scrub_text(f"malformed response body: {exc}"), metadata={"retries": retries, "cached": False})
+            return Generation(
+                error=scrub_text(f"malformed response body: {exc}"), metadata={"retries": retries, "cached": False}
+            )
         gen.metadata.update(retries=retries, cached=False, total_s=time.perf_counter() - t0)
         if key is not None:
             to_cache.add(key, {"response": data, "latency_s": latency})
@@ -597,7 +695,9 @@ class APIBackend(Backend):
                 self._proxy = self._proxy_auth = None
             session = self._io["session"] = aiohttp.ClientSession(connector=connector, timeout=timeout)
         try:
-            return list(await asyncio.gather(*(self._one(session, limiter, sem, body, key, to_cache) for body, key in requests)))
+            return list(
+                await asyncio.gather(*(self._one(session, limiter, sem, body, key, to_cache) for body, key in requests))
+            )
         finally:
             await to_cache.flush()
 
@@ -642,7 +742,9 @@ class APIBackend(Backend):
                 out[i] = Generation(error=f"request not sent: {exc}", metadata={"retries": 0})
                 continue
             prepared.append((i, body, self.cache_key(r, body) if self._cache is not None else None))
-        hits = self._cache.get_many([key for _, _, key in prepared if key is not None]) if self._cache is not None else {}
+        hits = (
+            self._cache.get_many([key for _, _, key in prepared if key is not None]) if self._cache is not None else {}
+        )
         todo: list[tuple[int, dict[str, Any], str | None]] = []
         for i, body, key in prepared:
             gen = self._from_cache(hits.get(key)) if key is not None else None
@@ -651,7 +753,9 @@ class APIBackend(Backend):
             else:
                 todo.append((i, body, key))
         if todo:
-            sent = asyncio.run_coroutine_threadsafe(self._all([(body, key) for _, body, key in todo]), self._event_loop()).result()
+            sent = asyncio.run_coroutine_threadsafe(
+                self._all([(body, key) for _, body, key in todo]), self._event_loop()
+            ).result()
             for (i, _, _), gen in zip(todo, sent):
                 out[i] = gen
         return out  # type: ignore[return-value]

@@ -1,5 +1,10 @@
 """The backend extension point: one required method, ``generate``.
 
+A backend is one module of this package (or of yours): its settings model (a
+``BackendSettings`` subclass, which declares the capabilities) and its
+implementation (a ``Backend`` subclass), registered once with
+``auditkit_ray.core.backends.register_backend``.
+
 A backend receives a whole batch (the batch composition is decided by the
 pipeline from the shard alone, so it never depends on Ray's block layout or
 the number of actors) and returns one ``Generation`` per request, in order.
@@ -9,12 +14,17 @@ A failure of one request is data (``Generation.error``); an exception from
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, TypeVar
 
+from ..core.backends import BackendServices, BackendSettings, create_backend
 from ..core.types import Generation
+
+__all__ = ["Backend", "BackendServices", "BackendSettings", "Request", "create_backend", "map_concurrently"]
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -31,14 +41,12 @@ class Request:
 
 
 class Backend(ABC):
-    #: true when the backend wants a GPU (the pipeline requests ``num_gpus`` for it)
-    uses_gpu: bool = False
-    #: true when generate() may be called from several threads at once (a generation actor with
-    #: several shards in flight); otherwise the actor makes one call at a time and overlaps the rest
-    thread_safe: bool = False
-    #: true when load() may run in another thread than generate(): the generation actor then
-    #: starts loading as soon as it is created, while Ray Data starts the rest of the pipeline
-    load_in_thread: bool = False
+    """What runs a backend's settings (``auditkit_ray.core.backends.BackendSettings``):
+    the settings declare the capabilities the pipeline reads; this class does
+    the work. ``services`` is what the actor layer lends backends that read
+    stored results (``BackendServices``), or None."""
+
+    services: BackendServices | None = None
 
     def __init__(self, spec: Any, generation: Any, seed: int = 0) -> None:
         self.spec = spec
@@ -84,22 +92,14 @@ class Backend(ABC):
         return None
 
     def close(self) -> None:
-        """Release the model (end of run)."""
+        """Release the model: the pipeline calls it when the actor is done with
+        the model (end of run, before the next model is placed on its GPUs)."""
 
 
-_BACKENDS: dict[str, str] = {
-    "echo": "auditkit_ray.backends.echo:EchoBackend",
-    "simulated": "auditkit_ray.backends.simulated:SimulatedBackend",
-    "hf": "auditkit_ray.backends.hf:HFBackend",
-    "precomputed": "auditkit_ray.backends.precomputed:PrecomputedBackend",
-    "agent": "auditkit_ray.backends.agent:AgentBackend",
-    "vllm": "auditkit_ray.backends.vllm:VLLMBackend",
-    "api": "auditkit_ray.backends.api:APIBackend",
-    "command": "auditkit_ray.backends.command:CommandBackend",
-}
-
-
-def create_backend(spec: Any, generation: Any, seed: int = 0) -> Backend:
-    module_name, _, cls_name = _BACKENDS[spec.type].partition(":")
-    cls = getattr(importlib.import_module(module_name), cls_name)
-    return cls(spec, generation, seed)
+def map_concurrently(fn: Callable[[Request], T], requests: list[Request], concurrency: int) -> list[T]:
+    """``fn`` over the requests, at most ``concurrency`` at once in threads, results in order."""
+    workers = min(concurrency, len(requests))
+    if workers <= 1:
+        return [fn(r) for r in requests]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(fn, requests))

@@ -19,27 +19,46 @@ found stops the run when the backend loads.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import subprocess
 import time
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, ClassVar, Literal
 
+from pydantic import Field
+
+from ..core.backends import BackendSettings
 from ..core.secrets import scrub_text
 from ..core.types import Generation
 from ..errors import RunError
-from .base import Backend, Request
+from .base import Backend, Request, map_concurrently
+from .seeds import seed31
 
 PLACEHOLDER = "{prompt}"
 STDERR_TAIL = 1000
 
 
-def _derived_seed(*parts: Any) -> int:
-    data = "\x1f".join(str(p) for p in parts).encode("utf-8")
-    return int.from_bytes(hashlib.sha256(data).digest()[:4], "big") & 0x7FFFFFFF
+class CommandSettings(BackendSettings):
+    """Runs a program per sample (an argv list, never a shell). The prompt goes
+    on stdin, or into the argv elements that hold ``{prompt}``; stdout is the
+    output."""
+
+    type: Literal["command"]
+    argv: list[str] = Field(min_length=1, description="program and arguments; {prompt}, {sample_id}, {repeat}, "
+                            "{seed} are replaced")
+    stdin: bool | None = Field(None, description="send the prompt on stdin (default: when no argument holds "
+                               "{prompt})")
+    timeout_s: float = Field(60.0, gt=0)
+    env: dict[str, str] = Field(default_factory=dict, description="extra environment; values under secret-looking "
+                                "names are masked and never fingerprinted")
+    cwd: str | None = None
+    strip: bool = Field(True, description="text = stdout without surrounding whitespace (raw_text keeps it)")
+    concurrency: int = Field(1, ge=1, description="processes at once inside one generation actor")
+    batch_size: int = Field(16, ge=1)
+
+    not_in_identity: ClassVar[frozenset[str]] = frozenset({"timeout_s", "concurrency", "batch_size", "cwd"})
+    secret_maps: ClassVar[tuple[str, ...]] = ("env",)
 
 
 class CommandBackend(Backend):
@@ -67,15 +86,11 @@ class CommandBackend(Backend):
     def generate(self, requests: list[Request]) -> list[Generation]:
         if self._exe is None:
             self.load()
-        workers = min(self.spec.concurrency, len(requests))
-        if workers <= 1:
-            return [self._run(r) for r in requests]
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            return list(pool.map(self._run, requests))
+        return map_concurrently(self._run, requests, self.spec.concurrency)
 
     def argv_for(self, r: Request) -> tuple[list[str], str]:
         prompt = r.prompt if isinstance(r.prompt, str) else json.dumps(r.prompt, ensure_ascii=False)
-        seed = _derived_seed(self.seed, r.sample_id, r.repeat)
+        seed = seed31(self.seed, r.sample_id, r.repeat)
         subs = {"{prompt}": prompt, "{sample_id}": r.sample_id, "{repeat}": str(r.repeat), "{seed}": str(seed)}
         argv = []
         for a in self.spec.argv:
@@ -99,7 +114,7 @@ class CommandBackend(Backend):
         env.update(
             AUDITKIT_SAMPLE_ID=r.sample_id,
             AUDITKIT_REPEAT=str(r.repeat),
-            AUDITKIT_SEED=str(_derived_seed(self.seed, r.sample_id, r.repeat)),
+            AUDITKIT_SEED=str(seed31(self.seed, r.sample_id, r.repeat)),
         )
         if g is not None:
             env.update(
@@ -112,8 +127,10 @@ class CommandBackend(Backend):
 
     def _run(self, r: Request) -> Generation:
         if (r.metadata or {}).get("tools"):
-            return Generation(error="command backend: this request carries tool schemas, which a command cannot be sent "
-                                    "natively (use the 'api' or 'agent' backend)")
+            return Generation(
+                error="command backend: this request carries tool schemas, which a command cannot be sent "
+                "natively (use the 'api' or 'agent' backend)"
+            )
         argv, prompt = self.argv_for(r)
         argv[0] = self._exe or argv[0]
         stdin = prompt if self.uses_stdin else ""

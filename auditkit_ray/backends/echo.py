@@ -2,8 +2,28 @@
 
 from __future__ import annotations
 
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from ..core.backends import BackendSettings
 from ..core.types import Generation
 from .base import Backend, Request
+
+
+class EchoSettings(BackendSettings):
+    """Returns the prompt (or the target) as the output: for tests, rescoring
+    pipelines and measuring framework overhead."""
+
+    type: Literal["echo"]
+    field: Literal["prompt", "target"] = "prompt"
+    prefix: str = ""
+    batch_size: int = Field(64, ge=1)
+
+    not_in_identity: ClassVar[frozenset[str]] = frozenset({"batch_size"})
+
+    def generates_inline(self) -> bool:
+        return True
 
 
 class EchoBackend(Backend):
@@ -15,5 +35,6 @@ class EchoBackend(Backend):
             else:
                 text = r.prompt if isinstance(r.prompt, str) else (r.prompt[-1].get("content") or "")
             text = self.spec.prefix + text
-            out.append(Generation(text=text, completion_tokens=len(text.split()), token_source="tokenizer", finish_reason="stop"))
+            out.append(Generation(text=text, completion_tokens=len(text.split()), token_source="tokenizer",
+                                  finish_reason="stop"))
         return out

@@ -13,18 +13,48 @@ module import, so the package stays importable without the ``hf`` extra.
 from __future__ import annotations
 
 import gc
-import hashlib
 import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
 
+from pydantic import Field
+
+from ..core.backends import BackendSettings
 from ..core.types import Generation
 from ..errors import MissingExtraError, RunError
 from .base import Backend, Request
+from .seeds import seed63
+from .tokens import encode_pair, encode_prompt, encode_prompts
+from .transformers_compat import skip_sklearn_import
 
 _DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
+
+
+class HFSettings(BackendSettings):
+    """transformers, batched, prompts length-sorted inside a batch, left padding."""
+
+    type: Literal["hf"]
+    path: str = Field(description="local directory of an HF-format checkpoint")
+    revision: str | None = None
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    batch_size: int = Field(8, ge=1)
+    quantization: Literal["int8-dynamic"] | None = None
+    pruning: dict[str, Any] | None = Field(None, description="recorded provenance of a pruned checkpoint")
+    chat_template: bool = False
+    trust_remote_code: bool = False
+    num_gpus: float = Field(1.0, ge=0, description="GPUs per generation actor when the cluster has GPUs")
+
+    # batch composition is fixed by the shard, so batch_size stays in identity
+    not_in_identity: ClassVar[frozenset[str]] = frozenset({"device", "num_gpus"})
+
+    def needs_gpu(self) -> bool:
+        return self.num_gpus > 0
+
+    def load_in_thread(self) -> bool:
+        return True  # imports and from_pretrained; torch's thread count is set by the caller
 
 
 def _import_torch_transformers():
@@ -32,7 +62,7 @@ def _import_torch_transformers():
         import torch
 
         if "transformers.generation" not in sys.modules and _in_ray_actor():
-            _without_sklearn()
+            skip_sklearn_import()
         import transformers
     except ImportError as exc:
         raise MissingExtraError("transformers", "hf") from exc
@@ -40,33 +70,13 @@ def _import_torch_transformers():
 
 
 def _in_ray_actor() -> bool:
+    """In a Ray actor (a process of ours), not a caller's own process. Ray is
+    only looked up, never imported: a process without it is no actor."""
     ray = sys.modules.get("ray")
     try:
         return bool(ray and ray.is_initialized() and ray.get_runtime_context().get_actor_id())
     except Exception:  # noqa: BLE001 - another Ray: assume not
         return False
-
-
-def _without_sklearn() -> None:
-    """Tell transformers that scikit-learn is not installed, in a Ray actor
-    (a generation actor: a process of ours) that has not imported
-    transformers' generation code yet. transformers imports scikit-learn,
-    and with it much of SciPy, when that code loads, only for assisted
-    decoding's confidence threshold, which this backend never uses: 0.6 s
-    of every generation actor's start, before its first shard (measured on
-    2 CPUs). A caller's own process is left as it is. Where transformers
-    does not check scikit-learn this way, nothing changes."""
-    try:
-        import transformers.utils as tu
-        import transformers.utils.import_utils as iu
-    except ImportError:
-        return
-    if callable(getattr(tu, "is_sklearn_available", None)) and callable(getattr(iu, "is_sklearn_available", None)):
-        tu.is_sklearn_available = iu.is_sklearn_available = _absent
-
-
-def _absent() -> bool:
-    return False
 
 
 def _dtype_kwarg(transformers: Any) -> str:
@@ -77,34 +87,6 @@ def _dtype_kwarg(transformers: Any) -> str:
     except ValueError:
         return "dtype"
     return "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
-
-
-def _derived_seed(*parts: Any) -> int:
-    data = "\x1f".join(str(p) for p in parts).encode("utf-8")
-    return int.from_bytes(hashlib.sha256(data).digest()[:8], "big") & ((1 << 63) - 1)
-
-
-def encode_prompts(encode: Any, requests: list[Request], results: list[Generation | None], max_len: int | None,
-                   limit: str) -> list[tuple[int, list[int]]]:
-    """(index, token ids) of the requests still without a result; a prompt
-    that fails to encode, encodes to nothing or reaches ``max_len`` tokens
-    gets its error in ``results`` instead (``limit`` says what the limit is)."""
-    todo: list[tuple[int, list[int]]] = []
-    for i, r in enumerate(requests):
-        if results[i] is not None:
-            continue
-        try:
-            ids = encode(r.prompt)
-        except Exception as exc:  # noqa: BLE001 - a bad prompt fails its own request only
-            results[i] = Generation(error=f"prompt encoding failed: {type(exc).__name__}: {exc}")
-            continue
-        if not ids:
-            results[i] = Generation(error="prompt encodes to no tokens")
-        elif max_len and len(ids) >= max_len:
-            results[i] = Generation(error=f"prompt has {len(ids)} tokens; {limit}")
-        else:
-            todo.append((i, ids))
-    return todo
 
 
 def _is_oom(torch: Any, exc: BaseException) -> bool:
@@ -120,15 +102,12 @@ def _is_oom(torch: Any, exc: BaseException) -> bool:
 class HFBackend(Backend):
     def __init__(self, spec: Any, generation: Any, seed: int = 0) -> None:
         super().__init__(spec, generation, seed)
-        self.uses_gpu = spec.device != "cpu" and spec.num_gpus > 0
         self.model: Any = None
         self.tokenizer: Any = None
         self.device: str | None = None
         self._max_positions: int | None = None
 
     # ------------------------------------------------------------------ loading
-    load_in_thread = True  # imports and from_pretrained; torch's thread count is set by the caller
-
     def load(self) -> None:
         torch, transformers = _import_torch_transformers()
         spec = self.spec
@@ -205,14 +184,7 @@ class HFBackend(Backend):
         return ids
 
     def _encode_prompt(self, prompt: Any) -> list[int]:
-        tok = self.tokenizer
-        if isinstance(prompt, str) and self.spec.chat_template:
-            prompt = [{"role": "user", "content": prompt}]
-        if isinstance(prompt, list):
-            text = tok.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
-            # the template writes its own special tokens (a BOS, if the model wants one)
-            return list(tok(text, add_special_tokens=False)["input_ids"])
-        return list(tok(prompt, add_special_tokens=True)["input_ids"])
+        return encode_prompt(self.tokenizer, prompt, self.spec.chat_template)
 
     def _sub_batches(self, n: int) -> list[list[int]]:
         size = self.spec.batch_size
@@ -237,7 +209,7 @@ class HFBackend(Backend):
             first = requests[min(i for i, _ in chunk)]
             t0 = time.perf_counter()
             try:
-                gens = self._generate_sub_batch(torch, chunk, _derived_seed(self.seed, first.sample_id, first.repeat))
+                gens = self._generate_sub_batch(torch, chunk, seed63(self.seed, first.sample_id, first.repeat))
             except Exception as exc:  # noqa: BLE001
                 if _is_oom(torch, exc):
                     self._empty_cache(torch)
@@ -331,24 +303,7 @@ class HFBackend(Backend):
 
     # ------------------------------------------------------------------ loglikelihood
     def _encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
-        """lm-eval's split: trailing context spaces move to the continuation,
-        the continuation's tokens are those of (context + continuation) past
-        the context's, both encoded with the tokenizer's special tokens; an
-        empty context gets a BOS (or EOS) token."""
-        tok = self.tokenizer
-        n_spaces = len(context) - len(context.rstrip())
-        if n_spaces:
-            continuation = context[-n_spaces:] + continuation
-            context = context[:-n_spaces]
-        prefix = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
-        if not context:
-            return [prefix], list(tok(continuation, add_special_tokens=False)["input_ids"])
-        # as lm-eval's HFLM: the tokenizer's own special tokens (a BOS for Llama-style
-        # tokenizers), unless the text already starts with that prefix token
-        starts = prefix is not None and context.startswith(tok.decode([prefix]))
-        whole = list(tok(context + continuation, add_special_tokens=not starts)["input_ids"])
-        ctx = list(tok(context, add_special_tokens=not starts)["input_ids"])
-        return whole[: len(ctx)], whole[len(ctx):]
+        return encode_pair(self.tokenizer, context, continuation)
 
     def loglikelihood(self, pairs: list[tuple[str, str]]) -> list[tuple[float, bool]]:
         """Sum of the continuation's token log-probabilities given the context,

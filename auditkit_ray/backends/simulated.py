@@ -8,16 +8,48 @@ from __future__ import annotations
 
 import os
 import time
+from typing import ClassVar, Literal
 
+from pydantic import Field
+
+from ..core.backends import BackendSettings
 from ..core.types import Generation
 from .base import Backend, Request
 
 
+class SimulatedSettings(BackendSettings):
+    """Sleeps like a GPU would: ``fixed_cost_s`` per batch plus
+    ``per_token_s`` per generated token, for scaling tests and benchmarks."""
+
+    type: Literal["simulated"]
+    fixed_cost_s: float = Field(0.01, ge=0)
+    per_token_s: float = Field(0.0005, ge=0)
+    output: Literal["target", "prompt", "constant"] = "target"
+    constant: str = ""
+    tokens_per_output: int = Field(8, ge=0)
+    batch_size: int = Field(16, ge=1)
+    fail_ids: list[str] = Field(default_factory=list, description="sample ids whose generation raises (fault tests)")
+    oom_ids: list[str] = Field(default_factory=list, description="a batch holding one of these ids runs out of "
+                               "memory (fault tests)")
+    hang_ids: list[str] = Field(default_factory=list, description="a batch holding one of these ids hangs "
+                                "(fault tests)")
+    hang_marker: str | None = Field(None, description="with hang_ids: hang only while this file does not exist yet "
+                                    "(it is created, holding the pid of the process that hung), so a retry succeeds")
+    load_s: float = Field(0.0, ge=0, description="seconds the model load takes (once per generation actor)")
+    gpu: bool = Field(True, description="request GPUs like a real model would")
+    num_gpus: float = Field(1.0, gt=0, description="GPUs per generation actor when the cluster has GPUs")
+
+    not_in_identity: ClassVar[frozenset[str]] = frozenset(
+        {"batch_size", "gpu", "num_gpus", "hang_ids", "hang_marker", "oom_ids", "load_s"})
+
+    def needs_gpu(self) -> bool:
+        return self.gpu
+
+    def load_in_thread(self) -> bool:
+        return True
+
+
 class SimulatedBackend(Backend):
-    uses_gpu = True
-
-    load_in_thread = True
-
     def load(self) -> None:
         time.sleep(self.spec.load_s)
 
@@ -38,7 +70,8 @@ class SimulatedBackend(Backend):
         out = []
         for r in requests:
             if r.sample_id in s.fail_ids:
-                out.append(Generation(error=f"simulated failure for sample {r.sample_id}", latency_s=per, latency_scope="batch"))
+                out.append(Generation(error=f"simulated failure for sample {r.sample_id}", latency_s=per,
+                                      latency_scope="batch"))
                 continue
             if s.output == "target":
                 text = r.target or ""

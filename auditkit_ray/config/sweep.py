@@ -7,7 +7,9 @@ import itertools
 from typing import Any
 
 from ..errors import ConfigError
+from .documents import Lines
 from .models import RunSpec, SweepSpec
+from .validate import run_spec_from_dict
 
 
 def set_path(data: dict, dotted: str, value: Any) -> None:
@@ -43,9 +45,7 @@ def _label(value: Any) -> str:
 
 
 def expand(sweep: SweepSpec, source: str = "<sweep>", lines: Any = None) -> list[RunSpec]:
-    from .loader import _Lines, run_spec_from_dict
-
-    lines = lines or _Lines(None)
+    lines = lines or Lines(None)
     keys = list(sweep.grid)
     combos = list(itertools.product(*(sweep.grid[k] for k in keys))) or [()]
     explicit = sweep.runs or [{}]

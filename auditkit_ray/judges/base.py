@@ -61,18 +61,20 @@ def reply_of(gen: Generation) -> str:
     return gen.text if gen.text else (gen.raw_text or "")
 
 
-_ADAPTER: Any = None
+_ADAPTER: dict[str, Any] = {}
 
 
-def _backend_adapter() -> Any:
-    global _ADAPTER
-    if _ADAPTER is None:
+def backend_adapter() -> Any:
+    """A pydantic TypeAdapter over every registered backend's settings (built
+    again when the registry changes)."""
+    from ..core.backends import registry_version, settings_union
+
+    version = registry_version()
+    if _ADAPTER.get("version") != version:
         from pydantic import TypeAdapter
 
-        from ..config.models import BackendSpec
-
-        _ADAPTER = TypeAdapter(BackendSpec)
-    return _ADAPTER
+        _ADAPTER.update(version=version, adapter=TypeAdapter(settings_union()))
+    return _ADAPTER["adapter"]
 
 
 class JudgeMetric(Metric, abstract=True):
@@ -107,7 +109,7 @@ class JudgeMetric(Metric, abstract=True):
         from pydantic import ValidationError
 
         try:
-            return _backend_adapter().validate_python(config)
+            return backend_adapter().validate_python(config)
         except ValidationError as exc:
             first = exc.errors()[0]
             parts = list(first["loc"])
@@ -125,7 +127,8 @@ class JudgeMetric(Metric, abstract=True):
             return GenerationSettings.model_validate(config)
         except ValidationError as exc:
             first = exc.errors()[0]
-            raise ConfigError(f"metric {self.name!r}: params.generation.{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+            loc = ".".join(map(str, first["loc"]))
+            raise ConfigError(f"metric {self.name!r}: params.generation.{loc}: {first['msg']}") from None
 
     def identity(self) -> dict[str, Any]:
         from ..core.secrets import redact
@@ -140,11 +143,11 @@ class JudgeMetric(Metric, abstract=True):
     def backend(self) -> Any:
         """The judge backend, created and loaded on first use (once per instance)."""
         if self._backend is None:
-            from ..backends.base import create_backend
+            from ..core.backends import create_backend
 
             spec = self._spec
             if "${" in str(self.judge_config):
-                from ..config.loader import expand_env
+                from ..core.envvars import expand_env
 
                 spec = self._validate(expand_env(self.judge_config, ("judge",)))
             backend = create_backend(spec, self._settings, self.judge_seed)
@@ -165,7 +168,7 @@ class JudgeMetric(Metric, abstract=True):
 
     @property
     def logprobs_available(self) -> bool:
-        return bool(getattr(self.backend, "supports_logprobs", False))
+        return self._spec.supports_logprobs()
 
     # ------------------------------------------------------------------ helpers
     def fields(self, sample: Sample, generation: Generation, context: dict) -> dict[str, Any]:

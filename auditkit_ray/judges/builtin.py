@@ -98,7 +98,9 @@ class GEval(JudgeMetric):
                 try:
                     value, probs = weighted_score(steps, self.lo, self.hi)
                 except JudgeReplyError as exc:
-                    out[i] = Score.unknown(self.output_name, str(exc), metadata={"method": "logprobs", **_reply_meta(gen)})
+                    out[i] = Score.unknown(
+                        self.output_name, str(exc), metadata={"method": "logprobs", **_reply_meta(gen)}
+                    )
                     continue
                 out[i] = Score.scored(self.output_name, value, metadata={
                     "method": "logprobs", "probs": {str(k): p for k, p in probs.items()}, **_reply_meta(gen)})
@@ -133,7 +135,9 @@ class GEval(JudgeMetric):
                 meta.update(unparsed=len(unparsed), errors=len(errors))
                 out[i] = Score.scored(self.output_name, mean(values), metadata=meta)
             elif unparsed:
-                out[i] = Score.unknown(self.output_name, f"none of {n} judge replies parsed; first: {unparsed[0]}", metadata=meta)
+                out[i] = Score.unknown(
+                    self.output_name, f"none of {n} judge replies parsed; first: {unparsed[0]}", metadata=meta
+                )
             else:
                 out[i] = Score.error(self.output_name, f"judge request failed: {errors[0]}", metadata=meta)
 
@@ -230,7 +234,9 @@ class Grounding(JudgeMetric):
             sid, rep = self.request_id(s, c)
             start = len(reqs)
             for j, claim in enumerate(claims):
-                reqs.append(Request(sample_id=f"{sid}#claim{j}", prompt=self.render(contexts=contexts, claim=claim), repeat=rep))
+                reqs.append(
+                    Request(sample_id=f"{sid}#claim{j}", prompt=self.render(contexts=contexts, claim=claim), repeat=rep)
+                )
             plan.append((start, claims, cut))
         gens = self.ask(reqs)
         out: list[Score | Exception] = []
@@ -259,5 +265,7 @@ class Grounding(JudgeMetric):
                 out.append(Score.unknown(self.output_name, unparsed, metadata=meta))
             else:
                 supported = sum(1 for v in verdicts if v["supported"])
-                out.append(Score.scored(self.output_name, supported / len(claims), metadata={**meta, "supported": supported}))
+                out.append(
+                    Score.scored(self.output_name, supported / len(claims), metadata={**meta, "supported": supported})
+                )
         return out

@@ -8,7 +8,7 @@ import pytest
 
 from auditkit_ray import Status
 from auditkit_ray.agents.dataset import agent_request_metadata, load_tool_samples
-from auditkit_ray.backends.agent import AgentBackend, AgentBackendSpec
+from auditkit_ray.backends.agent import AgentBackend, AgentSettings
 from auditkit_ray.backends.base import Request
 from auditkit_ray.core.fingerprint import canonical_json
 from auditkit_ray.core.registry import build_metric
@@ -40,7 +40,9 @@ def requests_for(samples, ids, behaviour=None):
 
 
 def http_backend(server, **kw):
-    spec = AgentBackendSpec(type="agent", url=server.url, headers={"Authorization": "Bearer t0ken-abc", "X-Client": "tests"}, **kw)
+    spec = AgentSettings(
+        type="agent", url=server.url, headers={"Authorization": "Bearer t0ken-abc", "X-Client": "tests"}, **kw
+    )
     return AgentBackend(spec, None, 0)
 
 
@@ -55,7 +57,10 @@ def test_http_agent_episode_is_recorded_by_turn_with_final_state_and_scores_perf
     assert flight.metadata["final_state"] == {"bookings": [{"flight_id": "UA100", "passengers": 2}]}
     assert flight.metadata["tool_results"][1][0]["content"] == {"confirmation": "CONF-UA100"}
     assert flight.text == "Booked UA100 for 2 passengers" and flight.prompt_tokens == 30
-    assert by_id["parallel-weather"].tool_calls == [[*by_id["parallel-weather"].tool_calls[0]]] and len(by_id["parallel-weather"].tool_calls[0]) == 2
+    assert (
+        by_id["parallel-weather"].tool_calls == [[*by_id["parallel-weather"].tool_calls[0]]]
+        and len(by_id["parallel-weather"].tool_calls[0]) == 2
+    )
     assert by_id["irrelevant-joke"].tool_calls == []
     metrics = [build_metric(n) for n in ("tool_call_match", "parallel_calls", "agent_outcome", "tool_call_validity",
                                          "irrelevance", "permission_violations")]
@@ -75,7 +80,7 @@ def test_http_agent_episode_is_recorded_by_turn_with_final_state_and_scores_perf
 
 
 def test_callable_agent_split_and_batched_behaviours_show_in_parallel_metrics(samples, agents_examples):
-    b = AgentBackend(AgentBackendSpec(type="agent", callable="scripted_agent:step"), None, 0)
+    b = AgentBackend(AgentSettings(type="agent", callable="scripted_agent:step"), None, 0)
     m = build_metric("parallel_calls")
     [split] = b.generate(requests_for(samples, ["parallel-weather"], "split"))
     assert [len(t) for t in split.tool_calls] == [1, 1]
@@ -88,7 +93,7 @@ def test_callable_agent_split_and_batched_behaviours_show_in_parallel_metrics(sa
 
 
 def test_wrong_state_episode_fails_the_headline_and_missing_arguments_are_unknown(samples, agents_examples):
-    b = AgentBackend(AgentBackendSpec(type="agent", callable="scripted_agent:step"), None, 0)
+    b = AgentBackend(AgentSettings(type="agent", callable="scripted_agent:step"), None, 0)
     [double] = b.generate(requests_for(samples, ["state-transfer"], "double"))
     assert double.metadata["final_state"] == {"accounts": {"checking": 0, "savings": 200}}
     head = build_metric("agent_outcome").evaluate(samples["state-transfer"], double, {})[0]
@@ -114,7 +119,9 @@ def test_retries_on_503_then_succeeds_and_auth_failure_is_a_row_error_without_th
     try:
         [g] = http_backend(srv).generate(requests_for(samples, ["simple-weather"]))
         assert g.error is None and srv.requests >= 3
-        bad = AgentBackend(AgentBackendSpec(type="agent", url=srv.url, headers={"Authorization": "Bearer wr0ng-secret"}), None, 0)
+        bad = AgentBackend(
+            AgentSettings(type="agent", url=srv.url, headers={"Authorization": "Bearer wr0ng-secret"}), None, 0
+        )
         [e] = bad.generate(requests_for(samples, ["simple-weather"]))
         assert e.error and "HTTP 401" in e.error and "wr0ng-secret" not in e.error and e.finish_reason == "error"
     finally:
@@ -123,27 +130,29 @@ def test_retries_on_503_then_succeeds_and_auth_failure_is_a_row_error_without_th
 
 
 def test_unreachable_agent_is_a_row_error(samples):
-    spec = AgentBackendSpec(type="agent", url="http://127.0.0.1:9/agent", max_retries=0, timeout_s=2)
+    spec = AgentSettings(type="agent", url="http://127.0.0.1:9/agent", max_retries=0, timeout_s=2)
     [g] = AgentBackend(spec, None, 0).generate(requests_for(samples, ["simple-weather"]))
     assert g.error and "cannot reach" in g.error
 
 
 def test_spec_validation_and_secret_headers_stay_out_of_identity_and_display():
-    spec = AgentBackendSpec(type="agent", url="http://127.0.0.1:1/a", headers={"Authorization": "Bearer s3cr3t-v", "X-Model": "m1"})
+    spec = AgentSettings(
+        type="agent", url="http://127.0.0.1:1/a", headers={"Authorization": "Bearer s3cr3t-v", "X-Model": "m1"}
+    )
     ident = canonical_json(spec.settings_identity())
     assert "s3cr3t" not in ident and "m1" in ident
     assert "s3cr3t" not in repr(spec)
     assert "s3cr3t" not in json.dumps(redact(spec.model_dump(mode="json")))
     with pytest.raises(ValueError, match="exactly one"):
-        AgentBackendSpec(type="agent")
+        AgentSettings(type="agent")
     with pytest.raises(ValueError, match="exactly one"):
-        AgentBackendSpec(type="agent", url="http://x", callable="m:f")
+        AgentSettings(type="agent", url="http://x", callable="m:f")
     with pytest.raises(ValueError, match="http"):
-        AgentBackendSpec(type="agent", url="ftp://x")
+        AgentSettings(type="agent", url="ftp://x")
     with pytest.raises(ValueError):
-        AgentBackendSpec(type="agent", url="http://x", max_turns=0)
+        AgentSettings(type="agent", url="http://x", max_turns=0)
     with pytest.raises(ValueError):
-        AgentBackendSpec(type="agent", url="http://x", bogus=1)
+        AgentSettings(type="agent", url="http://x", bogus=1)
 
 
 def test_concurrent_episodes_keep_request_order(samples, server):

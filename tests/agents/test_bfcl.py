@@ -57,7 +57,10 @@ def test_bfcl_bool_is_not_int_and_unexpected_or_missing_parameters_fail():
     assert check(city="NYC", nights=2, wifi=True).error_type == "unexpected_param"
     assert check(city="NYC").error_type == "missing_required"
     ref = ToolCall(name="book", arguments={"city": ["NYC"], "nights": [2], "budget": [300.0]})
-    assert check_call(ref, ToolCall(name="book", arguments={"city": "NYC", "nights": 2}), SCHEMA).error_type == "missing_optional"
+    assert (
+        check_call(ref, ToolCall(name="book", arguments={"city": "NYC", "nights": 2}), SCHEMA).error_type
+        == "missing_optional"
+    )
 
 
 def test_bfcl_dict_parameters_are_checked_key_by_key_with_optional_keys():
@@ -77,11 +80,16 @@ def test_bfcl_mode_in_the_metric_needs_the_tool_schema_else_unknown():
     got = {s.name: s.value for s in m.evaluate(sample, gen, {})}
     assert got["tool_call_match.exact_set"] == 1.0
     # the default mode compares exactly and fails the same call
-    assert {s.name: s.value for s in build_metric("tool_call_match").evaluate(sample, gen, {})}["tool_call_match.exact_set"] == 0.0
+    assert {s.name: s.value for s in build_metric("tool_call_match").evaluate(sample, gen, {})}[
+        "tool_call_match.exact_set"
+    ] == 0.0
 
 
 @pytest.mark.parametrize("value, ok", [(["a", "b"], True), (["A", "B"], True), (["b", "a"], False), ([1, 2], False)])
 def test_bfcl_array_of_strings_one_acceptable_list(value, ok):
-    schema = {"name": "f", "parameters": {"properties": {"xs": {"type": "array", "items": {"type": "string"}}}, "required": []}}
+    schema = {
+        "name": "f",
+        "parameters": {"properties": {"xs": {"type": "array", "items": {"type": "string"}}}, "required": []},
+    }
     ref = ToolCall(name="f", arguments={"xs": [["a", "b"]]})
     assert CallMatcher("bfcl", tools=[schema])(ref, ToolCall(name="f", arguments={"xs": value})) is ok

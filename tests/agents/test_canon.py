@@ -27,4 +27,6 @@ def test_json_subset_is_recursive_on_objects_and_exact_on_arrays():
     assert not json_subset({"log": [1]}, actual)
     assert list(diff_paths({"accounts": {"checking": 40}}, actual, subset=True)) == [
         "$.accounts.checking: expected 40, got 50"]
-    assert "$.accounts.extra: unexpected" in list(diff_paths({"accounts": {"checking": 50, "savings": 150}}, actual, subset=False))
+    assert "$.accounts.extra: unexpected" in list(
+        diff_paths({"accounts": {"checking": 50, "savings": 150}}, actual, subset=False)
+    )

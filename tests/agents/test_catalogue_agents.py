@@ -61,10 +61,12 @@ def test_example_dataset_covers_the_categories_and_matches_its_build_script(agen
         for t in s.tools:
             jsonschema.validators.validator_for({}).check_schema(to_json_schema(t["function"]["parameters"]))
     # the generic reader keeps agent fields in metadata: metrics still find them
-    from auditkit_ray.agents.trace import reference_routes
     from auditkit_ray import Sample
+    from auditkit_ray.agents.trace import reference_routes
     raw = json.loads(lines[4])
-    generic = Sample(id=raw["id"], input=raw["input"], metadata={k: v for k, v in raw.items() if k not in ("id", "input")})
+    generic = Sample(
+        id=raw["id"], input=raw["input"], metadata={k: v for k, v in raw.items() if k not in ("id", "input")}
+    )
     assert [[c.name for c in t] for t in reference_routes(generic)[0]] == [["search_flights"], ["book_flight"]]
 
 

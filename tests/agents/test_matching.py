@@ -31,15 +31,26 @@ def test_subset_mode_two_calls_to_one_tool_greedy_pairs_wrong_bipartite_pairs_bo
         "tool_call_match.precision": 1.0, "tool_call_match.recall": 1.0,
         "tool_call_match.f1": 1.0, "tool_call_match.exact_set": 1.0}
     # under exact mode only r2-p1 pairs: P = 1/2, R = 1/2, F1 = 2*1/(2+2) = 0.5, exact set 0
-    got = scores(build_metric("tool_call_match"), Sample(id="s", input="q", reference_tool_calls=ref), Generation(tool_calls=pred))
-    assert [got[f"tool_call_match.{k}"].value for k in ("precision", "recall", "f1", "exact_set")] == [0.5, 0.5, 0.5, 0.0]
+    got = scores(
+        build_metric("tool_call_match"),
+        Sample(id="s", input="q", reference_tool_calls=ref),
+        Generation(tool_calls=pred),
+    )
+    assert [got[f"tool_call_match.{k}"].value for k in ("precision", "recall", "f1", "exact_set")] == [
+        0.5,
+        0.5,
+        0.5,
+        0.0,
+    ]
 
 
 def test_bfcl_acceptable_values_greedy_fails_bipartite_succeeds_across_three_calls():
     # r1 city in {Paris, London}, r2 city in {Paris}, r3 city in {London, Rome};
     # agent: Paris, London, Rome. Greedy (reference order): r1-Paris, r2 -> nothing, r3-London: 2 pairs.
     # Maximum: r1-London, r2-Paris, r3-Rome: 3 pairs.
-    tools = [{"name": "w", "parameters": {"type": "dict", "properties": {"city": {"type": "string"}}, "required": ["city"]}}]
+    tools = [
+        {"name": "w", "parameters": {"type": "dict", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+    ]
     ref = [[T("w", city=["Paris", "London"]), T("w", city=["Paris"]), T("w", city=["London", "Rome"])]]
     pred = [[T("w", city="Paris"), T("w", city="London"), T("w", city="Rome")]]
     matcher = CallMatcher("bfcl", tools=tools)
@@ -53,7 +64,11 @@ def test_precision_recall_f1_hand_computed_with_a_missed_and_an_extra_call():
     # precision 2/4, recall 2/3, F1 = 2*2/(4+3) = 4/7
     ref = [[T("a", x=1), T("b", x=2)], [T("c", x=3)]]
     pred = [[T("a", x=1.0)], [T("b", x=9), T("c", x=3), T("d")]]
-    got = scores(build_metric("tool_call_match"), Sample(id="s", input="q", reference_tool_calls=ref), Generation(tool_calls=pred))
+    got = scores(
+        build_metric("tool_call_match"),
+        Sample(id="s", input="q", reference_tool_calls=ref),
+        Generation(tool_calls=pred),
+    )
     assert got["tool_call_match.precision"].value == 0.5
     assert got["tool_call_match.recall"].value == pytest.approx(2 / 3)
     assert got["tool_call_match.f1"].value == pytest.approx(4 / 7)
@@ -107,7 +122,10 @@ def test_custom_comparator_module_function_and_bad_modes(agents_examples):
     m = build_metric("tool_call_match", {"comparator": "predicates:casefold_strings", "comparator_version": "1"})
     assert scores(m, s, Generation(tool_calls=pred))["tool_call_match.exact_set"].value == 1.0
     assert m.identity()["params"]["comparator"] == "predicates:casefold_strings"
-    assert scores(build_metric("tool_call_match"), s, Generation(tool_calls=pred))["tool_call_match.exact_set"].value == 0.0
+    assert (
+        scores(build_metric("tool_call_match"), s, Generation(tool_calls=pred))["tool_call_match.exact_set"].value
+        == 0.0
+    )
     with pytest.raises(ConfigError, match="arguments"):
         build_metric("tool_call_match", {"arguments": "fuzzy"})
     with pytest.raises(ConfigError):

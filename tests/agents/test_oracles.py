@@ -26,9 +26,15 @@ def test_final_state_is_compared_canonically_in_subset_and_equal_modes():
     assert one("final_state", s, g)["final_state"].value == 1.0
     equal = one("final_state", s, g, mode="equal")["final_state"]
     assert equal.value == 0.0 and "$.accounts.credit: unexpected" in equal.metadata["evidence"]["differences"]
-    wrong = one("final_state", s, Generation(metadata={"final_state": {"accounts": {"checking": 0, "savings": 200}}}))["final_state"]
+    wrong = one("final_state", s, Generation(metadata={"final_state": {"accounts": {"checking": 0, "savings": 200}}}))[
+        "final_state"
+    ]
     assert wrong.value == 0.0 and "$.accounts.checking: expected 50, got 0" in wrong.reason
-    bools = one("final_state", Sample(id="s", input="q", expected_state={"on": 1}), Generation(metadata={"final_state": {"on": True}}))
+    bools = one(
+        "final_state",
+        Sample(id="s", input="q", expected_state={"on": 1}),
+        Generation(metadata={"final_state": {"on": True}}),
+    )
     assert bools["final_state"].value == 0.0
     assert one("final_state", Sample(id="s", input="q"), g)["final_state"].status is Status.NOT_TESTED
 
@@ -83,10 +89,17 @@ def test_answer_check_modes():
     g = Generation(text="the eiffel tower!")
     assert one("answer_check", s, g, mode="exact")["answer_check"].value == 0.0
     assert one("answer_check", s, g, mode="normalized")["answer_check"].value == 1.0
-    assert one("answer_check", s, Generation(text="It is the Eiffel Tower, in Paris."), mode="contains")["answer_check"].value == 1.0
+    assert (
+        one("answer_check", s, Generation(text="It is the Eiffel Tower, in Paris."), mode="contains")[
+            "answer_check"
+        ].value
+        == 1.0
+    )
     assert one("answer_check", s, Generation(text="Eiffel Towering"), mode="contains")["answer_check"].value == 0.0
     assert one("answer_check", Sample(id="s", input="q"), g)["answer_check"].status is Status.NOT_TESTED
-    assert one("answer_check", s, Generation(metadata={"output_missing": True}))["answer_check"].status is Status.UNKNOWN
+    assert (
+        one("answer_check", s, Generation(metadata={"output_missing": True}))["answer_check"].status is Status.UNKNOWN
+    )
 
 
 def test_artifact_check_exists_content_and_digest(tmp_path):
@@ -97,15 +110,27 @@ def test_artifact_check_exists_content_and_digest(tmp_path):
     s = Sample(id="s", input="q", metadata={"expected_artifacts": {"report.txt": {"sha256": digest, "contains": "42"}}})
     ok = one("artifact_check", s, Generation(metadata={"artifacts": {"report.txt": report}}))["artifact_check"]
     assert ok.value == 1.0
-    assert one("artifact_check", s, Generation(metadata={"artifacts": {"report.txt": {"path": str(p)}}}))["artifact_check"].value == 1.0
+    assert (
+        one("artifact_check", s, Generation(metadata={"artifacts": {"report.txt": {"path": str(p)}}}))[
+            "artifact_check"
+        ].value
+        == 1.0
+    )
     bad = one("artifact_check", s, Generation(metadata={"artifacts": {"report.txt": "total: 41\n"}}))["artifact_check"]
     assert bad.value == 0.0 and "sha256" in bad.reason
     gone = one("artifact_check", s, Generation(metadata={"artifacts": {}}))["artifact_check"]
     assert gone.value == 0.0 and "does not exist" in gone.reason
     assert one("artifact_check", s, Generation())["artifact_check"].status is Status.UNKNOWN
     only_digest = Generation(metadata={"artifacts": {"report.txt": {"sha256": digest}}})
-    assert one("artifact_check", s, only_digest)["artifact_check"].status is Status.UNKNOWN  # 'contains' needs the content
-    assert one("artifact_check", Sample(id="s", input="q"), only_digest, artifact="report.txt", sha256=digest)["artifact_check"].value == 1.0
+    assert (
+        one("artifact_check", s, only_digest)["artifact_check"].status is Status.UNKNOWN
+    )  # 'contains' needs the content
+    assert (
+        one("artifact_check", Sample(id="s", input="q"), only_digest, artifact="report.txt", sha256=digest)[
+            "artifact_check"
+        ].value
+        == 1.0
+    )
 
 
 def test_custom_predicate_requires_a_version_that_enters_the_fingerprint(agents_examples):
@@ -120,11 +145,18 @@ def test_custom_predicate_requires_a_version_that_enters_the_fingerprint(agents_
     assert fingerprint(v1.identity()) != fingerprint(v2.identity())
     assert v1.identity()["oracle"]["predicate_version"] == "1"
     s = Sample(id="s", input="q")
-    assert v1.evaluate(s, Generation(metadata={"final_state": {"bookings": [{"flight_id": "UA100"}]}}), {})[0].value == 1.0
+    assert (
+        v1.evaluate(s, Generation(metadata={"final_state": {"bookings": [{"flight_id": "UA100"}]}}), {})[0].value == 1.0
+    )
     assert v1.evaluate(s, Generation(metadata={"final_state": {"bookings": []}}), {})[0].value == 0.0
     assert v1.evaluate(s, Generation(), {})[0].status is Status.UNKNOWN
-    other = build_metric("custom_predicate", {"predicate": "predicates:booking_made", "version": "1", "kwargs": {"flight_id": "X"}})
-    assert other.evaluate(s, Generation(metadata={"final_state": {"bookings": [{"flight_id": "UA100"}]}}), {})[0].value == 0.0
+    other = build_metric(
+        "custom_predicate", {"predicate": "predicates:booking_made", "version": "1", "kwargs": {"flight_id": "X"}}
+    )
+    assert (
+        other.evaluate(s, Generation(metadata={"final_state": {"bookings": [{"flight_id": "UA100"}]}}), {})[0].value
+        == 0.0
+    )
 
 
 class Flaky(Oracle):
@@ -145,10 +177,17 @@ def test_any_oracle_as_a_metric_maps_verdicts_to_score_statuses():
     m = oracle_metric(Flaky)()
     assert m.name == "flaky" and m.direction is Direction.MAXIMIZE and m.family == "oracle"
     s = Sample(id="s", input="q")
-    got = {mode: m.evaluate(s, Generation(text=mode), {})[0] for mode in ("success", "failure", "unknown", "error", "boom", "gap", "bad")}
+    got = {
+        mode: m.evaluate(s, Generation(text=mode), {})[0]
+        for mode in ("success", "failure", "unknown", "error", "boom", "gap", "bad")
+    }
     assert (got["success"].value, got["failure"].value) == (1.0, 0.0)
     assert got["unknown"].status is Status.UNKNOWN and got["gap"].status is Status.UNKNOWN
-    assert got["error"].status is Status.ERROR and got["boom"].status is Status.ERROR and "environment down" in got["boom"].reason
+    assert (
+        got["error"].status is Status.ERROR
+        and got["boom"].status is Status.ERROR
+        and "environment down" in got["boom"].reason
+    )
     assert got["bad"].status is Status.ERROR
     assert m.identity()["oracle"]["version"] == "3"
 

@@ -13,7 +13,9 @@ def T(name, **arguments):
 
 
 def parallel(ref, pred):
-    out = build_metric("parallel_calls").evaluate(Sample(id="s", input="q", reference_tool_calls=ref), Generation(tool_calls=pred), {})
+    out = build_metric("parallel_calls").evaluate(
+        Sample(id="s", input="q", reference_tool_calls=ref), Generation(tool_calls=pred), {}
+    )
     return {s.name.split(".")[-1]: s for s in out}
 
 

@@ -65,9 +65,16 @@ def test_no_trace_is_missing_evidence_but_no_calls_is_an_empty_trace():
 
 def test_jsonl_trace_round_trip_with_interleaved_episodes_and_missing_arguments(tmp_path):
     lines = [
-        {"episode": "e1", "turn": 0, "type": "tool_call", "id": "a", "name": "get_weather", "arguments": {"city": "Paris"}},
+        {
+            "episode": "e1",
+            "turn": 0,
+            "type": "tool_call",
+            "id": "a",
+            "name": "get_weather",
+            "arguments": {"city": "Paris"},
+        },
         {"episode": "e2", "turn": 0, "type": "tool_call", "id": "x", "name": "get_time"},
-        {"episode": "e1", "turn": 0, "type": "tool_call", "id": "b", "name": "get_time", "arguments": "{\"tz\": \"CET\"}"},
+        {"episode": "e1", "turn": 0, "type": "tool_call", "id": "b", "name": "get_time", "arguments": '{"tz": "CET"}'},
         {"episode": "e1", "turn": 0, "type": "tool_result", "id": "a", "content": {"temp": 18}},
         {"episode": "e1", "turn": 1, "type": "message", "role": "assistant", "content": "18 C"},
         {"episode": "e1", "type": "final", "final_state": {"n": 1}, "judge_verdict": "complete"},
@@ -97,7 +104,9 @@ def test_jsonl_trace_errors_name_the_line(tmp_path):
 def test_reference_routes_reference_tool_calls_first_then_any_of_routes_without_duplicates():
     a = [[{"name": "transfer", "arguments": {"amount": 50}}]]
     b = [[{"name": "balance", "arguments": {}}], [{"name": "transfer", "arguments": {"amount": 50.0}}]]
-    s = Sample(id="s", input="q", reference_tool_calls=parse_turns(a), metadata={"reference_routes": {"any_of": [a, b]}})
+    s = Sample(
+        id="s", input="q", reference_tool_calls=parse_turns(a), metadata={"reference_routes": {"any_of": [a, b]}}
+    )
     routes = reference_routes(s)
     assert [[[c.name for c in t] for t in r] for r in routes] == [[["transfer"]], [["balance"], ["transfer"]]]
     # the generic reader leaves the reference in metadata: still found

@@ -48,8 +48,12 @@ def test_subsequence_uses_the_optimal_placement_not_the_first_one():
 def test_argument_correctness_among_name_matched_calls():
     # reference: get(city=Paris), get(city=London), time(tz=CET); agent: get(London), get(Rome), other()
     # name-matched pairs (maximum, argument-correct pairs first): London-London (right), Paris-Rome (wrong) -> 1/2
-    s = Sample(id="s", input="q", reference_tool_calls=[[T("get", city="Paris"), T("get", city="London"), T("time", tz="CET")]])
-    got = run("argument_correctness", s, Generation(tool_calls=[[T("get", city="London"), T("get", city="Rome"), T("other")]]))
+    s = Sample(
+        id="s", input="q", reference_tool_calls=[[T("get", city="Paris"), T("get", city="London"), T("time", tz="CET")]]
+    )
+    got = run(
+        "argument_correctness", s, Generation(tool_calls=[[T("get", city="London"), T("get", city="Rome"), T("other")]])
+    )
     assert got["argument_correctness"].value == 0.5
     got = run("argument_correctness", s, Generation(tool_calls=[[T("other")]]))
     assert got["argument_correctness"].status is Status.NOT_TESTED
@@ -80,17 +84,28 @@ def test_tool_call_validity_against_json_schema():
     got = run("tool_call_validity", s, g)["tool_call_validity"]
     assert got.value == 0.25
     errors = " | ".join(got.metadata["errors"])
-    assert "'id' is a required property" in errors and "unknown tool 'fly'" in errors and "True is not of type 'integer'" in errors
+    assert (
+        "'id' is a required property" in errors
+        and "unknown tool 'fly'" in errors
+        and "True is not of type 'integer'" in errors
+    )
     assert run("tool_call_validity", Sample(id="s", input="q"), g)["tool_call_validity"].status is Status.NOT_TESTED
 
 
 def test_permission_violations_from_the_allow_list_param_or_sample_metadata():
     g = Generation(tool_calls=[[T("get_balance")], [T("delete_account"), T("transfer")]])
-    got = run("permission_violations", Sample(id="s", input="q", metadata={"allowed_tools": ["get_balance", "transfer"]}), g)
+    got = run(
+        "permission_violations", Sample(id="s", input="q", metadata={"allowed_tools": ["get_balance", "transfer"]}), g
+    )
     assert got["permission_violations.any"].value == 1.0
     assert got["permission_violations.rate"].value == pytest.approx(1 / 3)
     assert got["permission_violations.any"].metadata["violations"] == ["delete_account@1"]
-    got = run("permission_violations", Sample(id="s", input="q"), g, allowed_tools=["get_balance", "transfer", "delete_account"])
+    got = run(
+        "permission_violations",
+        Sample(id="s", input="q"),
+        g,
+        allowed_tools=["get_balance", "transfer", "delete_account"],
+    )
     assert got["permission_violations.any"].value == 0.0
     nts = build_metric("permission_violations").evaluate(Sample(id="s", input="q"), g, {})
     assert [s.status for s in nts] == [Status.NOT_TESTED] * 2
@@ -102,7 +117,10 @@ def test_irrelevance_scores_only_irrelevant_requests():
     assert run("irrelevance", irr, Generation(text="Why did...", tool_calls=[]))["irrelevance"].value == 1.0
     assert run("irrelevance", irr, Generation(tool_calls=[[T("get_weather")]]))["irrelevance"].value == 0.0
     assert run("irrelevance", irr, Generation(text="no trace"))["irrelevance"].status is Status.UNKNOWN
-    assert run("irrelevance", Sample(id="s", input="q"), Generation(tool_calls=[]))["irrelevance"].status is Status.NOT_TESTED
+    assert (
+        run("irrelevance", Sample(id="s", input="q"), Generation(tool_calls=[]))["irrelevance"].status
+        is Status.NOT_TESTED
+    )
 
 
 def test_trace_with_missing_tool_arguments_is_unknown_and_counted_unscored_in_the_summary():

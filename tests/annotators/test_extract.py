@@ -43,7 +43,48 @@ def test_failed_generation_gets_no_annotations():
     assert apply_annotators(ann(TakeFirstAnnotator(type="take_first", name="f")), Generation(error="x")) == {}
 
 
-@pytest.mark.parametrize("kw", [{"pattern": "("}, {"pattern": r"(\d+)", "group": 3}, {"pattern": r"(\d+)", "group": "nope"}])
+@pytest.mark.parametrize(
+    "kw", [{"pattern": "("}, {"pattern": r"(\d+)", "group": 3}, {"pattern": r"(\d+)", "group": "nope"}]
+)
 def test_bad_regex_config_is_rejected(kw):
     with pytest.raises(ValidationError):
         RegexAnnotator(type="regex", name="x", **kw)
+
+
+class _Model:
+    """A TextModel (auditkit_ray.core.textmodel): records what it was asked."""
+
+    def __init__(self, replies):
+        self.replies, self.asked, self.built = replies, [], None
+
+    def complete(self, prompts, ids):
+        self.asked.append((prompts, ids))
+        return [self.replies.get(p) for p in prompts]
+
+
+def test_a_model_annotator_gets_its_model_from_the_factory_it_is_given():
+    from auditkit_ray.annotators.extract import apply_annotators_batch
+    from auditkit_ray.config.models import ModelAnnotator
+
+    spec = ModelAnnotator(type="model", name="answer", judge={"type": "echo"}, prompt="R: {output}", max_new_tokens=4)
+    model = _Model({"R: it is 4": " 4 \n"})
+
+    def factory(backend, **settings):
+        model.built = (backend, settings)
+        return model
+
+    fns = [("answer", build_annotator(spec, factory))]
+    assert model.built == ({"type": "echo"}, {"max_new_tokens": 4, "prompt": "R: {output}"})
+    gens = [Generation(text="it is 4"), Generation(error="boom"), Generation(text="no idea")]
+    out = apply_annotators_batch(fns, gens, ["a", "b", "c"])
+    assert out == [{"answer": "4"}, {}, {"answer": None}]
+    assert model.asked == [(["R: it is 4", "R: no idea"], ["a#extract", "c#extract"])]
+    assert gens[0].text == "it is 4"  # never altered
+
+
+def test_a_model_annotator_without_a_factory_is_a_config_error():
+    from auditkit_ray import ConfigError
+    from auditkit_ray.config.models import ModelAnnotator
+
+    with pytest.raises(ConfigError, match="text model"):
+        build_annotator(ModelAnnotator(type="model", name="answer", judge={"type": "echo"}))

@@ -15,12 +15,13 @@ import pytest
 
 pytest.importorskip("aiohttp", reason="the api backend needs the 'api' extra (aiohttp)")
 
+from inflight import InFlight  # noqa: E402  (tests/support)
+
 from auditkit_ray.backends.api import APIBackend, ToolSchemaError, openai_tools  # noqa: E402
+from auditkit_ray.backends.api import APISettings as Spec  # noqa: E402
 from auditkit_ray.backends.base import Request  # noqa: E402
-from auditkit_ray.config.models import APIBackend as Spec  # noqa: E402
 from auditkit_ray.config.models import GenerationSettings  # noqa: E402
 from auditkit_ray.testing import OpenAIServer, ScriptedPolicy  # noqa: E402
-from inflight import InFlight  # noqa: E402  (tests/support)
 
 KEY = "sk-test-planted-0123456789"
 
@@ -145,9 +146,20 @@ def test_concurrency_is_bounded_and_the_rate_limit_holds(tmp_path):
 
 
 def test_tool_calls_become_one_turn_and_tools_are_sent(tmp_path):
-    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
-              "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
-             {"name": "add", "description": "BFCL form", "parameters": {"type": "dict", "properties": {"a": {"type": "float"}}}}]
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+            },
+        },
+        {
+            "name": "add",
+            "description": "BFCL form",
+            "parameters": {"type": "dict", "properties": {"a": {"type": "float"}}},
+        },
+    ]
     reply = {"content": None, "tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}},
                                               {"name": "add", "arguments": '{"a": 1'}]}
     with OpenAIServer(ScriptedPolicy(reply)) as s:
@@ -185,7 +197,9 @@ def test_completions_endpoint_and_logprobs(tmp_path):
         b = _backend(s, tmp_path, endpoint="completions")
         (g,) = b.generate(_reqs(1, top_logprobs=2))
         assert s.by_path == {"/v1/completions": 1} and s.bodies[0]["logprobs"] == 2
-        assert g.text == "4" and g.metadata["logprobs"] == [{"token": "4", "logprob": -0.1, "top": {"4": -0.1, "3": -2.5}}]
+        assert g.text == "4" and g.metadata["logprobs"] == [
+            {"token": "4", "logprob": -0.1, "top": {"4": -0.1, "3": -2.5}}
+        ]
         (c,) = _backend(s, tmp_path, endpoint="chat").generate(_reqs(1, top_logprobs=2))
         assert s.bodies[-1]["logprobs"] is True and s.bodies[-1]["top_logprobs"] == 2
         assert c.metadata["logprobs"][0]["top"] == {"4": -0.1, "3": -2.5}
@@ -196,9 +210,12 @@ def test_completions_endpoint_and_logprobs(tmp_path):
 def test_server_backed_by_the_tiny_model_answers_like_the_hf_backend(tmp_path, tiny_model):
     pytest.importorskip("transformers")
     from auditkit_ray.backends.hf import HFBackend
-    from auditkit_ray.config.models import HFBackend as HFSpec
+    from auditkit_ray.backends.hf import HFSettings as HFSpec
 
-    hf = HFBackend(HFSpec(type="hf", path=str(tiny_model), device="cpu", num_gpus=0, batch_size=1), GenerationSettings(max_new_tokens=6))
+    hf = HFBackend(
+        HFSpec(type="hf", path=str(tiny_model), device="cpu", num_gpus=0, batch_size=1),
+        GenerationSettings(max_new_tokens=6),
+    )
     hf.load()
     prompts = ["What is 3 plus 4? Answer:", "What is 12 minus 5? Answer:"]
     direct = [g.text for g in hf.generate([Request(sample_id="d", prompt=p) for p in prompts])]
@@ -215,9 +232,13 @@ def test_the_server_binds_loopback_only_and_runs_as_a_module(tmp_path):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "auditkit_ray.testing.openai_server", "--port", str(port), "--reply", "hello"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "auditkit_ray.testing.openai_server", "--port", str(port), "--reply", "hello"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
     try:
         assert "serving an OpenAI-compatible API at http://127.0.0.1" in proc.stdout.readline()
         spec = Spec(type="api", base_url=f"http://127.0.0.1:{port}/v1", model="m", cache=False)
@@ -248,7 +269,10 @@ def test_the_cache_key_is_the_fingerprint_of_backend_body_settings_seed_and_repe
     b.load()
     for seed, gen in ((1, b.generation), (7, GenerationSettings(max_new_tokens=3, temperature=0.5))):
         b.seed, b.generation = seed, gen
-        for r in [Request(sample_id="a", prompt="q", repeat=2), Request(sample_id="b", prompt=[{"role": "user", "content": "é"}])]:
+        for r in [
+            Request(sample_id="a", prompt="q", repeat=2),
+            Request(sample_id="b", prompt=[{"role": "user", "content": "é"}]),
+        ]:
             body = b.body(r)
             want = fingerprint({"backend": b._identity, "body": body, "generation": gen.model_dump(mode="json"),
                                 "seed": seed, "repeat": r.repeat})
@@ -318,10 +342,16 @@ def test_the_response_cache_is_read_in_one_query_and_written_off_the_event_loop(
 
     reads, writes = [], []
     get_many, put_many = ResponseCache.get_many, ResponseCache.put_many
-    monkeypatch.setattr(ResponseCache, "get_many", lambda self, keys: (reads.append((threading.current_thread().name, len(keys))),
-                                                                         get_many(self, keys))[1])
-    monkeypatch.setattr(ResponseCache, "put_many", lambda self, items: (writes.append((threading.current_thread().name, len(items))),
-                                                                          put_many(self, items))[1])
+    monkeypatch.setattr(
+        ResponseCache,
+        "get_many",
+        lambda self, keys: (reads.append((threading.current_thread().name, len(keys))), get_many(self, keys))[1],
+    )
+    monkeypatch.setattr(
+        ResponseCache,
+        "put_many",
+        lambda self, items: (writes.append((threading.current_thread().name, len(items))), put_many(self, items))[1],
+    )
     b = _backend(server, tmp_path, max_concurrency=8)
     n = 3 * _CACHE_FLUSH + 5
     first = b.generate(_reqs(n))

@@ -8,7 +8,7 @@ import pytest
 
 from auditkit_ray.backends.base import Request
 from auditkit_ray.backends.command import CommandBackend
-from auditkit_ray.config.models import CommandBackend as Spec
+from auditkit_ray.backends.command import CommandSettings as Spec
 from auditkit_ray.config.models import GenerationSettings
 from auditkit_ray.errors import RunError
 
@@ -38,7 +38,8 @@ def test_prompt_as_an_argument_is_never_interpreted_by_a_shell(tmp_path):
 
 
 def test_placeholders_and_environment_carry_the_sample_and_settings():
-    code = "import os, sys; print(sys.argv[1], sys.argv[2], os.environ['AUDITKIT_SEED'], os.environ['AUDITKIT_MAX_NEW_TOKENS'], os.environ['X'])"
+    code = ("import os, sys; print(sys.argv[1], sys.argv[2], os.environ['AUDITKIT_SEED'], "
+            "os.environ['AUDITKIT_MAX_NEW_TOKENS'], os.environ['X'])")
     b = _backend([PY, "-c", code, "{sample_id}", "{repeat}"], GenerationSettings(max_new_tokens=5), env={"X": "y"})
     g0, g1 = b.generate([Request(sample_id="s1", prompt="p", repeat=0), Request(sample_id="s1", prompt="p", repeat=1)])
     sid, rep, seed0, mnt, x = g0.text.split()

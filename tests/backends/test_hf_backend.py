@@ -16,8 +16,8 @@ pytest.importorskip("transformers")
 
 from auditkit_ray.backends.base import Request  # noqa: E402
 from auditkit_ray.backends.hf import HFBackend  # noqa: E402
+from auditkit_ray.backends.hf import HFSettings as HFSpec  # noqa: E402
 from auditkit_ray.config.models import GenerationSettings  # noqa: E402
-from auditkit_ray.config.models import HFBackend as HFSpec  # noqa: E402
 from auditkit_ray.errors import RunError  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -94,7 +94,8 @@ def test_built_model_has_the_requested_shape(model_dir):
 
 
 def test_module_import_does_not_import_torch():
-    code = "import sys, auditkit_ray.backends.hf; assert 'torch' not in sys.modules; assert 'transformers' not in sys.modules"
+    code = ("import sys, auditkit_ray.backends.hf; assert 'torch' not in sys.modules; "
+            "assert 'transformers' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, env=ENV)
 
 

@@ -27,7 +27,13 @@ import pytest
 
 N = 16
 NEAR_TIE = 1e-3  # log-probability gap under which two tokens count as tied
-CPU_VLLM = {"num_gpus": 0, "dtype": "float32", "enforce_eager": True, "gpu_memory_utilization": 0.1, "max_model_len": 512}
+CPU_VLLM = {
+    "num_gpus": 0,
+    "dtype": "float32",
+    "enforce_eager": True,
+    "gpu_memory_utilization": 0.1,
+    "max_model_len": 512,
+}
 LL_ROWS = [
     ("What is 3 plus 4? Answer:", " 7"),
     ("What is 12 minus 5? Answer:", " 7"),
@@ -43,8 +49,8 @@ LL_ROWS = [
 def test_vllm_refuses_tool_schemas_per_request_without_building_an_engine():
     from auditkit_ray.backends.base import Request
     from auditkit_ray.backends.vllm import VLLMBackend
+    from auditkit_ray.backends.vllm import VLLMSettings as Spec
     from auditkit_ray.config.models import GenerationSettings
-    from auditkit_ray.config.models import VLLMBackend as Spec
 
     b = VLLMBackend(Spec(type="vllm", path="/nonexistent", **CPU_VLLM), GenerationSettings())
     (g,) = b.generate([Request(sample_id="a", prompt="hi", metadata={"tools": [{"name": "f"}]})])
@@ -78,7 +84,10 @@ def data(tmp_path_factory) -> dict[str, Path]:
     with open(arith, "w") as f:
         for i in range(N):
             a, b = (i * 7) % 23, (i * 5) % 13
-            f.write(json.dumps({"id": f"q{i:03d}", "question": f"What is {a} {ops[i % 3]} {b}?", "answer": str(a + b)}) + "\n")
+            f.write(
+                json.dumps({"id": f"q{i:03d}", "question": f"What is {a} {ops[i % 3]} {b}?", "answer": str(a + b)})
+                + "\n"
+            )
     lines = arith.read_text().splitlines()
     (root / "arith_rev.jsonl").write_text("\n".join(reversed(lines)) + "\n")  # other batches, same samples
     ll = root / "ll.jsonl"
@@ -136,8 +145,10 @@ def results(local_ray, tiny_model, data, tmp_path_factory):
 
     root = tmp_path_factory.mktemp("vllm-stores")
     out = {}
-    for key, model in (("vllm", {"type": "vllm", "path": str(tiny_model), "logprobs": 0, **CPU_VLLM}),
-                       ("hf", {"type": "hf", "path": str(tiny_model), "device": "cpu", "num_gpus": 0, "batch_size": 8})):
+    for key, model in (
+        ("vllm", {"type": "vllm", "path": str(tiny_model), "logprobs": 0, **CPU_VLLM}),
+        ("hf", {"type": "hf", "path": str(tiny_model), "device": "cpu", "num_gpus": 0, "batch_size": 8}),
+    ):
         base, variants = _runs(model, data, root / key)
         res = evaluate_many(base, variants)
         out[key] = {r.name: r for r in res}
@@ -180,9 +191,14 @@ def test_vllm_greedy_text_and_token_logprobs_agree_with_hf(results, tiny_model):
                                         f"with a log-probability gap of {gap:.2e} (not a near-tie)")
                 break
         else:
-            pytest.fail(f"{key[0]}: texts differ ({row['text']!r} vs {th[key]['text']!r}) though every vLLM token is HF's argmax")
-    msg = (f"greedy generation: max per-token |logprob vllm - hf| = {worst:.2e}; identical greedy texts {identical}/{N}; "
-           f"near-ties {len(ties)}: {ties}")
+            pytest.fail(
+                f"{key[0]}: texts differ ({row['text']!r} vs {th[key]['text']!r}) "
+                "though every vLLM token is HF's argmax"
+            )
+    msg = (
+        f"greedy generation: max per-token |logprob vllm - hf| = {worst:.2e}; identical greedy texts {identical}/{N}; "
+        f"near-ties {len(ties)}: {ties}"
+    )
     print("\n" + msg)
     assert worst < 1e-3, msg
     assert identical + len(ties) == N, msg
@@ -190,8 +206,8 @@ def test_vllm_greedy_text_and_token_logprobs_agree_with_hf(results, tiny_model):
 
 def test_vllm_loglikelihood_requests_agree_with_hf_per_token(results, tiny_model):
     from auditkit_ray.backends.hf import HFBackend
+    from auditkit_ray.backends.hf import HFSettings as HFSpec
     from auditkit_ray.config.models import GenerationSettings
-    from auditkit_ray.config.models import HFBackend as HFSpec
 
     rv, rh = results["vllm"]["ll"], results["hf"]["ll"]
     gv, gh = _generations(results["vllm_store"], rv), _generations(results["hf_store"], rh)

@@ -4,7 +4,7 @@ import pytest
 
 from auditkit_ray import ConfigError
 from auditkit_ray.cli import main
-from auditkit_ray.config import RunSpec, SweepSpec, expand, json_schema, load_config, load_run_spec
+from auditkit_ray.config import RunSpec, SweepSpec, expand, json_schema, load_config
 
 GOOD = """
 name: t
@@ -64,7 +64,9 @@ def test_missing_env_var_without_default_is_an_error(write, data_file, monkeypat
 
 def test_env_var_and_default_expand_in_backend_settings(write, data_file, monkeypatch):
     monkeypatch.setenv("AK_TEST_PREFIX", ">> ")
-    text = GOOD.format(data=data_file).replace("type: echo", "type: echo\n  prefix: '${AK_TEST_PREFIX}${AK_TEST_UNSET:-!}'")
+    text = GOOD.format(data=data_file).replace(
+        "type: echo", "type: echo\n  prefix: '${AK_TEST_PREFIX}${AK_TEST_UNSET:-!}'"
+    )
     spec = load_config(write("run.yaml", text))
     assert spec.model.prefix == ">> !"
     text = GOOD.format(data=data_file).replace("type: echo", "type: echo\n  prefix: '$${LITERAL}'")
@@ -156,7 +158,8 @@ def test_cli_validate_ok_prints_fingerprint(write, data_file, capsys):
         "name: x\nmodel: [\n",  # malformed YAML
         "name: x\nmodel: {type: echo}\ndataset: {path: d}\nmetrics: [exact_match]\nbogus: 1\n",  # unknown key
         "name: x\nmodel: {type: echo, batch_size: lots}\ndataset: {path: d}\nmetrics: [exact_match]\n",  # wrong type
-        "name: x\nmodel: {type: echo, prefix: '${AK_DEFINITELY_UNSET_VAR}'}\ndataset: {path: d}\nmetrics: [exact_match]\n",
+        "name: x\nmodel: {type: echo, prefix: '${AK_DEFINITELY_UNSET_VAR}'}\ndataset: {path: d}\n"
+        "metrics: [exact_match]\n",
         "name: x\nmodel: {type: echo}\ndataset: {path: d}\nmetrics: [nope]\n",  # metric does not resolve
         "- just\n- a list\n",
     ],
@@ -221,7 +224,12 @@ def test_the_default_shard_size_is_the_backends_and_an_explicit_one_wins():
     for model, want in ((api, 256), (sim, 64), (vllm, 1024), ({**vllm, "max_num_seqs": 32}, 1024)):
         spec = run_spec_from_dict({"model": model, "dataset": {"path": "d.jsonl"}})
         assert spec.execution.shard_size is None and spec.shard_size == want
-        assert run_spec_from_dict({"model": model, "dataset": {"path": "d.jsonl"}, "execution": {"shard_size": 5}}).shard_size == 5
+        assert (
+            run_spec_from_dict(
+                {"model": model, "dataset": {"path": "d.jsonl"}, "execution": {"shard_size": 5}}
+            ).shard_size
+            == 5
+        )
     # generation shards in flight: 4 for api, 1 for a model in the actor, unless set
     assert run_spec_from_dict({"model": api, "dataset": {"path": "d.jsonl"}}).model.shards_in_flight() == 4
     assert run_spec_from_dict({"model": sim, "dataset": {"path": "d.jsonl"}}).model.shards_in_flight() == 1

@@ -21,7 +21,7 @@ pytest.importorskip("transformers")
 from auditkit_ray.backends.base import Request  # noqa: E402
 from auditkit_ray.backends.hf import HFBackend  # noqa: E402
 from auditkit_ray.config.models import GenerationSettings  # noqa: E402
-from auditkit_ray.config.models import HFBackend as HFSpec  # noqa: E402
+from auditkit_ray.backends.hf import HFSettings as HFSpec  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = REPO / "examples" / "models" / "word-problems"

@@ -16,8 +16,8 @@ from auditkit_ray.core.metric import Direction  # noqa: E402
 from auditkit_ray.core.registry import build_metric, resolve_metric  # noqa: E402
 from auditkit_ray.core.types import Generation, Sample, Status  # noqa: E402
 from auditkit_ray.errors import ConfigError  # noqa: E402
-from auditkit_ray.judges.parsers import parse_score, parse_yes_no, split_claims, weighted_score  # noqa: E402
 from auditkit_ray.judges.base import JudgeReplyError  # noqa: E402
+from auditkit_ray.judges.parsers import parse_score, parse_yes_no, split_claims, weighted_score  # noqa: E402
 from auditkit_ray.testing import OpenAIServer, ScriptedPolicy  # noqa: E402
 
 KEY = "sk-judge-planted-424242"
@@ -125,7 +125,10 @@ def test_grounding_scores_the_share_of_supported_claims(tmp_path):
             return "maybe"
         return "yes" if claim.rstrip(".") in ctx else "no"
 
-    ctx = [{"id": "d1", "text": "Oslo is the capital of Norway. It has 700000 people."}, {"id": "d2", "text": "Paris is in France"}]
+    ctx = [
+        {"id": "d1", "text": "Oslo is the capital of Norway. It has 700000 people."},
+        {"id": "d2", "text": "Paris is in France"},
+    ]
     with OpenAIServer(ScriptedPolicy(verdict)) as s:
         m = build_metric("grounding", {"judge": judge(s, tmp_path)})
         scores = m.evaluate_batch(
@@ -156,7 +159,9 @@ def test_an_hf_judge_on_the_tiny_model_records_its_method_and_never_scores_garba
             assert sc.value is None and sc.reason
     fc = build_metric("factual_correctness", {"judge": cfg})
     for (sc,) in fc.evaluate_batch(items(("What is 2 plus 2?", "4", "4"))):
-        assert (sc.status is Status.SCORED and sc.value in (0.0, 1.0)) or (sc.status is Status.UNKNOWN and sc.value is None)
+        assert (sc.status is Status.SCORED and sc.value in (0.0, 1.0)) or (
+            sc.status is Status.UNKNOWN and sc.value is None
+        )
 
 
 def test_judge_identity_and_fingerprint_hold_no_key(tmp_path):
@@ -181,6 +186,13 @@ def test_parsers():
         parse_score("7", 1, 5)
     with pytest.raises(JudgeReplyError):
         parse_score("v2 is best", 1, 5)
-    value, probs = weighted_score([{"token": " ", "top": {}}, {"token": " 2", "top": {" 2": math.log(0.5), "2": math.log(0.25), "5": math.log(0.25)}}], 1, 5)
+    value, probs = weighted_score(
+        [
+            {"token": " ", "top": {}},
+            {"token": " 2", "top": {" 2": math.log(0.5), "2": math.log(0.25), "5": math.log(0.25)}},
+        ],
+        1,
+        5,
+    )
     assert value == pytest.approx(2 * 0.75 + 5 * 0.25) and probs == {2: pytest.approx(0.75), 5: pytest.approx(0.25)}
     assert split_claims("A b. C d!\nE f? ...", 2) == (["A b.", "C d!"], True)

@@ -1,0 +1,104 @@
+"""Validate a run file's content into a ``RunSpec``: ``${VAR}`` expanded in
+the backend and judge sections, every error naming the file, the line and
+the field path, and every metric resolved."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..core.backends import backend_types
+from ..core.envvars import expand_env, fmt_loc
+from ..errors import ConfigError
+from .documents import Lines
+from .models import RunSpec
+
+__all__ = ["EXPAND_SECTIONS", "run_spec_from_dict", "validation_message"]
+
+#: sections in which ${VAR} is expanded
+EXPAND_SECTIONS = ("model", "judges")
+
+
+def _with_env(data: Any, source: str, lines: "Lines | None" = None) -> Any:
+    if not isinstance(data, dict):
+        return data
+    out = dict(data)
+    for section in EXPAND_SECTIONS:
+        if section in out:
+            try:
+                out[section] = expand_env(out[section], (section,))
+            except ConfigError as exc:
+                line = lines.line(getattr(exc, "loc", ())) if lines else None
+                raise ConfigError(f"{source}{':' + str(line) if line else ''}: {exc}") from None
+    return out
+
+
+def validation_message(exc: ValidationError, source: str, lines: Lines, prefix: tuple = ()) -> str:
+    msgs = []
+    for err in exc.errors()[:5]:
+        loc = _drop_union_tags(tuple(err["loc"]))
+        full = prefix + loc
+        line = lines.line(full)
+        where = f"{source}:{line}" if line else source
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field"
+        elif err["type"] == "missing":
+            msg = "required field is missing"
+        inp = err.get("input")
+        if err["type"] not in ("missing", "extra_forbidden") and isinstance(inp, (str, int, float, bool)):
+            msg += f" (got {inp!r})"
+        msgs.append(f"{where}: {fmt_loc(full)}: {msg}")
+    more = len(exc.errors()) - 5
+    if more > 0:
+        msgs.append(f"... and {more} more")
+    return "\n".join(msgs)
+
+
+#: tags pydantic puts in an error's path besides the backend types
+_OTHER_TAGS = {"regex", "strip_reasoning", "take_first", "model", "function-after", "function-before"}
+
+
+def _drop_union_tags(loc: tuple) -> tuple:
+    """pydantic puts the discriminator's value in an error's path
+    (``model.echo.batch_size``); drop it, but only right after a union field
+    (``model``) or a list index (``annotators[0]``), never a field that shares
+    a tag's name."""
+    tags = _OTHER_TAGS | set(backend_types())
+    out: list = []
+    for i, part in enumerate(loc):
+        after_union = i > 0 and (loc[i - 1] == "model" or isinstance(loc[i - 1], int))
+        if isinstance(part, str) and part in tags and after_union:
+            continue
+        out.append(part)
+    return tuple(out)
+
+
+def _check_metrics(spec: RunSpec, source: str, lines: Lines, prefix: tuple = ()) -> None:
+    from ..core.registry import build_metric
+
+    for i, m in enumerate(spec.metrics):
+        try:
+            params = dict(m.params)
+            if m.on is not None:
+                params["on"] = m.on
+            build_metric(m.name, params, m.as_)
+        except ConfigError as exc:
+            loc = prefix + ("metrics", i)
+            line = lines.line(loc)
+            where = f"{source}:{line}" if line else source
+            raise ConfigError(f"{where}: {fmt_loc(loc)}: {exc}") from None
+
+
+def run_spec_from_dict(data: Any, source: str = "<config>", lines: Lines | None = None, prefix: tuple = ()) -> RunSpec:
+    lines = lines or Lines(None)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: a run file must be a mapping, got {type(data).__name__}")
+    data = _with_env(data, source, lines)
+    try:
+        spec = RunSpec.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(validation_message(exc, source, lines, prefix)) from None
+    _check_metrics(spec, source, lines, prefix)
+    return spec
