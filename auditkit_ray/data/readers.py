@@ -34,7 +34,7 @@ def detect_format(path: Path, declared: str | None) -> str:
     return fmt
 
 
-def _decode(path: Path) -> str:
+def decode_text(path: Path) -> str:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -49,7 +49,7 @@ def _decode(path: Path) -> str:
 
 
 def _jsonl(path: Path) -> Iterator[tuple[str, dict]]:
-    return jsonl_records(path, _decode(path))
+    return jsonl_records(path, decode_text(path))
 
 
 def jsonl_records(path: Path, text: str, first_line: int = 1) -> Iterator[tuple[str, dict]]:
@@ -69,7 +69,7 @@ def jsonl_records(path: Path, text: str, first_line: int = 1) -> Iterator[tuple[
 
 def _json(path: Path) -> Iterator[tuple[str, dict]]:
     try:
-        data = row_loads(_decode(path))
+        data = row_loads(decode_text(path))
     except json.JSONDecodeError as exc:
         raise DataError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
     if isinstance(data, dict):
@@ -86,7 +86,7 @@ def _json(path: Path) -> Iterator[tuple[str, dict]]:
 
 
 def _csv(path: Path) -> Iterator[tuple[str, dict]]:
-    reader = csv.DictReader(io.StringIO(_decode(path), newline=""))
+    reader = csv.DictReader(io.StringIO(decode_text(path), newline=""))
     for i, rec in enumerate(reader, start=2):
         if None in rec:
             raise DataError(f"{path}:{i}: more fields than the header has")

@@ -10,35 +10,24 @@ the actors finished in.
 
 from __future__ import annotations
 
+import io
 import math
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
 from .._version import __version__
+from ..actors.tally import COLUMNS, MAX_LISTED_ERRORS, ShardTally, corpus_metrics, run_metrics
 from ..core.gcpause import gc_paused
-from ..config.identity import dataset_fingerprint, model_identity, redacted_config
-from ..core.registry import build_metric
-from ..core.aggregate import MeanStats
-from ..core.summary import Accumulator
 from ..core.result import Perf, RunResult, SampleError, TokenUsage
-from ..core.rowjson import loads as row_loads
-from ..core.types import Score, Status
+from ..core.summary import Accumulator
 from ..store.base import ResultStore
 from .plan import Plan
-
-MAX_LISTED_ERRORS = 100
-
-
-COLUMNS = ["sample_id", "error", "scores", "latency_s", "latency_scope", "prompt_tokens", "completion_tokens", "token_source",
-           "gen_metadata"]
 
 
 def iter_rows(store: ResultStore, plan: Plan, shards: Iterable[int] | None = None):
     """Per-sample rows of a run (or of the given shards), shard by shard in
     shard order (memory bounded by one shard, whatever the run's size)."""
     import pyarrow.parquet as pq
-    import io
 
     # a remote store reads the next shards while this one is parsed
     todo = range(plan.n_shards) if shards is None else shards
@@ -57,97 +46,6 @@ def _percentile(values: list[float], q: float) -> float | None:
     return values[lo] + (values[hi] - values[lo]) * (k - lo)
 
 
-@dataclass
-class ShardTally:
-    """What the run's summary needs from one shard's rows. The scoring actor
-    that writes a shard tallies it from the rows it writes; the driver
-    tallies a shard it did not see scored (a resumed run) from the stored
-    file, with the same code. Tallies combine in shard order, so a run's
-    numbers do not depend on which actor scored what, or when."""
-
-    n_rows: int = 0
-    stats: dict[str, MeanStats] = field(default_factory=dict)
-    corpus: dict[str, list[float]] = field(default_factory=dict)
-    errors: list[tuple[str, str, str]] = field(default_factory=list)  # (sample_id, stage, message), the first listed
-    error_count: int = 0
-    latencies: list[float] = field(default_factory=list)
-    scopes: set[str] = field(default_factory=set)
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    token_source: str | None = None
-    cost: float | None = None
-    retries: int = 0
-    cached: int = 0
-
-    @classmethod
-    def of_rows(cls, rows: Iterable[dict[str, Any]], corpus_metrics: dict[str, Any], stored: bool = False) -> "ShardTally":
-        """Tally rows with ``COLUMNS``: ``scores`` a list of Scores and
-        ``gen_metadata`` a dict, or (``stored``) both as the JSON text a
-        stored shard holds. ``corpus_metrics``: output name -> metric, for the
-        metrics whose summary is a corpus statistic."""
-        t = cls()
-        corpus, errors = t.corpus, t.errors
-        values: dict[str, list[float]] = {}  # per score name: the scored values, in row order
-        others: dict[str, list[Status]] = {}  # per score name: the other statuses
-        scored, error, read = Status.SCORED, Status.ERROR, Score.read_json_dict
-        for row in rows:
-            t.n_rows += 1
-            if row["error"]:
-                t.error_count += 1
-                if len(errors) < MAX_LISTED_ERRORS:
-                    errors.append((row["sample_id"], "generation", row["error"]))
-            for sc in row_loads(row["scores"]) if stored else row["scores"]:
-                if type(sc) is dict:
-                    sc = read(sc)
-                name, status = sc.name, sc.status
-                vals = values.get(name)
-                if vals is None:
-                    vals = values[name] = []
-                    others[name] = []
-                if status is scored:
-                    vals.append(sc.value)
-                    if corpus_metrics and name in corpus_metrics:
-                        stats = [float(x) for x in sc.metadata.get("stats") or []]
-                        corpus[name] = corpus_metrics[name].combine(corpus[name], stats) if name in corpus else stats
-                else:
-                    others[name].append(status)
-                    if status is error and not row["error"] and len(errors) < MAX_LISTED_ERRORS:
-                        errors.append((row["sample_id"], f"metric:{name}", sc.reason or ""))
-            if row["latency_s"] is not None:
-                t.latencies.append(row["latency_s"])
-                t.scopes.add(row["latency_scope"] or "batch")
-            t.prompt_tokens += row["prompt_tokens"] or 0
-            t.completion_tokens += row["completion_tokens"] or 0
-            t.token_source = t.token_source or row["token_source"]
-            meta = row_loads(row.get("gen_metadata") or "{}") if stored else row["gen_metadata"]
-            if meta.get("cost") is not None:
-                t.cost = (t.cost or 0.0) + float(meta["cost"])
-            t.retries += int(meta.get("retries") or 0)
-            t.cached += bool(meta.get("cached"))
-        for name, vals in values.items():  # sums exactly rounded (fsum): the same whatever the order of the values
-            counts = {st.value: 0 for st in Status}
-            counts[scored.value] = len(vals)
-            for st in others[name]:
-                counts[st.value] += 1
-            t.stats[name] = MeanStats(n=len(vals), total=math.fsum(vals), total_sq=math.fsum([v * v for v in vals]),
-                                      binary=set(vals) <= {0.0, 1.0}, counts=counts)
-        return t
-
-
-def corpus_metrics(metrics: Iterable[Any]) -> dict[str, Any]:
-    return {m.output_name: m for m in metrics if m.aggregation == "corpus"}
-
-
-def run_metrics(spec: Any) -> list[Any]:
-    out = []
-    for m in spec.metrics:
-        params = dict(m.params)
-        if m.on is not None:
-            params["on"] = m.on
-        out.append(build_metric(m.name, params, m.as_))
-    return out
-
-
 def tally_stored(store: ResultStore, plan: Plan, shards: list[int], metrics: list[Any]) -> dict[int, ShardTally]:
     """Tally stored shards (those no actor tallied in this run)."""
     corpus = corpus_metrics(metrics)
@@ -161,8 +59,10 @@ def tally_stored(store: ResultStore, plan: Plan, shards: list[int], metrics: lis
 def merge(plan: Plan, store: ResultStore, *, wall_s: float, generated: int, generation_s: float, new_tokens: int,
           model_size: int | None = None, tallies: dict[int, ShardTally] | None = None) -> RunResult:
     """The run's RunResult from its shards' tallies: those the scoring actors
-    sent (``tallies``), the rest read from the store."""
-    spec = plan.spec
+    sent (``tallies``), the rest read from the store. What names the run
+    (fingerprints, model and dataset identity, config) is the plan's
+    (``Plan.identity``), worked out when it was planned."""
+    spec, ident = plan.spec, plan.identity
     metric_objs = run_metrics(spec)
     tallies = dict(tallies or {})
     tallies.update(tally_stored(store, plan, [i for i in range(plan.n_shards) if i not in tallies], metric_objs))
@@ -209,36 +109,30 @@ def merge(plan: Plan, store: ResultStore, *, wall_s: float, generated: int, gene
         cached=total.cached,
     )
     return RunResult(
-        run_id=plan.layout.run_fp[:16],
+        run_id=ident.run_fp[:16],
         name=spec.name,
-        fingerprint=plan.layout.run_fp,
-        generation_fingerprint=plan.layout.gen_fp,
-        dataset_fingerprint=dataset_fingerprint(spec),
+        fingerprint=ident.run_fp,
+        generation_fingerprint=ident.gen_fp,
+        dataset_fingerprint=ident.dataset_fp,
         package_version=__version__,
         seed=spec.seed,
-        config=redacted_config(spec),
+        config=ident.config,
         metrics=summaries,
         perf=perf,
         tokens=tokens,
         errors=errors,
         error_count=total.error_count,
         samples_path=store.uri(plan.layout.shards_dir),
-        backend=_backend_identity(spec),
+        backend=ident.backend,
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        metadata=_metadata(spec, plan),
+        metadata=_metadata(plan),
     )
 
 
-def _metadata(spec: Any, plan: Plan) -> dict[str, Any]:
-    meta: dict[str, Any] = {"experiment": spec.experiment.model_dump(mode="json"), "n_shards": plan.n_shards,
+def _metadata(plan: Plan) -> dict[str, Any]:
+    meta: dict[str, Any] = {"experiment": plan.spec.experiment.model_dump(mode="json"), "n_shards": plan.n_shards,
                             "shard_size": plan.layout.shard_size}
-    prov = model_identity(spec).get("provenance")
+    prov = plan.identity.provenance
     if prov is not None:
         meta["provenance"] = prov  # from the checkpoint's provenance.json (also in the fingerprint)
     return meta
-
-
-def _backend_identity(spec: Any) -> dict[str, Any]:
-    from ..core.secrets import redact
-
-    return redact(model_identity(spec))

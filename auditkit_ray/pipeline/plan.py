@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from ..adapters.prompt import PromptAdapter
-from ..config.identity import generation_fingerprint, run_fingerprint
 from ..config.models import RunSpec
 from ..core.gcpause import gc_paused
 from ..core.types import Sample
@@ -22,7 +21,45 @@ from ..data.readers import load_samples, read_records
 from ..errors import ConfigError
 from ..store.base import ResultStore
 from ..store.layout import RunLayout
-from .rows import pack
+from .shard_rows import agent_metadata_fn, shard_row
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """What names a run and what it ran, worked out once, when it is planned
+    (``of``): the merge and the result read these, and do not hash the
+    checkpoint or the dataset again."""
+
+    run_fp: str
+    gen_fp: str
+    dataset_fp: str
+    #: the model's identity (``config.identity.model_identity``), secrets included: for reading, never for writing
+    model: dict[str, Any]
+    #: the same, secrets redacted: what the result records as its backend
+    backend: dict[str, Any]
+    #: the run's config, secrets redacted
+    config: dict[str, Any]
+
+    @classmethod
+    def of(cls, spec: RunSpec) -> RunIdentity:
+        from ..config.identity import (
+            dataset_fingerprint,
+            generation_fingerprint,
+            model_identity,
+            redacted_config,
+            run_fingerprint,
+        )
+        from ..core.secrets import redact
+
+        model = model_identity(spec)
+        return cls(run_fp=run_fingerprint(spec), gen_fp=generation_fingerprint(spec),
+                   dataset_fp=dataset_fingerprint(spec), model=model, backend=redact(model),
+                   config=redacted_config(spec))
+
+    @property
+    def provenance(self) -> Any:
+        """The checkpoint's provenance.json, when it has one (also in the fingerprint)."""
+        return self.model.get("provenance")
 
 
 @dataclass
@@ -32,7 +69,8 @@ class Plan:
     n_samples: int
     layout: RunLayout
     n_shards: int
-    #: pending shard -> its row for the pipeline (``payload`` and ``samples``, packed: ``rows``)
+    identity: RunIdentity
+    #: pending shard -> its row for the pipeline (``payload`` and ``samples``, packed: ``actors.shard``)
     shard_payloads: dict[int, dict[str, bytes]] = field(default_factory=dict)
     done: set[int] = field(default_factory=set)
     cached_generations: set[int] = field(default_factory=set)
@@ -87,7 +125,8 @@ def check_data_root(spec: RunSpec) -> None:
     for field_name, value in named:
         resolved = Path(value).resolve()  # as the reader will open it (relative to the working directory)
         if resolved != base and base not in resolved.parents:
-            raise ConfigError(f"{field_name} {value!r} resolves to {resolved}, outside the data root {base} ({DATA_ROOT_ENV})")
+            raise ConfigError(f"{field_name} {value!r} resolves to {resolved}, outside the data root {base} "
+                              f"({DATA_ROOT_ENV})")
 
 
 def preflight(spec: RunSpec) -> None:
@@ -111,77 +150,6 @@ def _few_shot_pool(spec: RunSpec, samples: list[Sample], raws: list[dict]) -> li
     if fs.path:
         return [(f"fewshot-{i}", rec) for i, (_, rec) in enumerate(read_records(fs.path))]
     return [(s.id, r) for s, r in zip(samples, raws)]
-
-
-def check_rag_template(spec: RunSpec, sample: Sample, raw: dict) -> None:
-    """With retrieval the prompt is built after retrieval (in its own pool);
-    here only check that the sample has every field the templates need, and
-    that the retrieval query is there."""
-    from ..adapters.prompt import render
-    from ..errors import DataError
-
-    r = spec.retrieval
-    qf = r.query_field or spec.dataset.input_field
-    if raw.get(qf) in (None, "") and r.retriever != "precomputed":
-        raise DataError(f"sample {sample.id!r}: no query field {qf!r} for retrieval")
-    if r.retriever == "precomputed" and not sample.retrieved_contexts:
-        raise DataError(f"sample {sample.id!r}: retriever 'precomputed' needs retrieved_contexts on the sample")
-    render(r.template, {**raw, "input": raw.get(spec.dataset.input_field, ""), "contexts": ""}, sample.id)
-    render(r.context_template, {"n": 1, "id": "", "text": "", "title": "", "score": 0}, sample.id)
-    return None
-
-
-def _request_variants(spec: RunSpec, sample: Sample, raw: dict) -> list[dict[str, Any]]:
-    """One request per sample for generation and log-likelihood; one per
-    choice for multiple choice (scored together by group metrics)."""
-    from ..adapters.prompt import render
-    from ..errors import DataError
-
-    kind = spec.prompt.request
-    if kind == "generate":
-        return [{}]
-    if kind == "loglikelihood":
-        rec = {**raw, "target": sample.targets[0] if sample.targets else "", "input": sample.input if isinstance(sample.input, str) else ""}
-        return [{"kind": "loglikelihood", "continuation": render(spec.prompt.continuation, rec, sample.id)}]
-    if not sample.choices:
-        raise DataError(f"sample {sample.id!r}: prompt.request 'choices' needs choices (dataset.choices_field)")
-    return [{"kind": "loglikelihood", "continuation": spec.prompt.choice_prefix + c, "choice": k} for k, c in enumerate(sample.choices)]
-
-
-def agent_metadata_fn(spec: RunSpec) -> Any:
-    """Backends with native tool calling read the sample's tools from each request's metadata."""
-    if spec.model.type in ("agent", "api"):
-        from ..agents.dataset import agent_request_metadata
-
-        return agent_request_metadata
-    return None
-
-
-def shard_row(spec: RunSpec, adapter: PromptAdapter, agent_meta: Any, shard: int,
-              pairs: list[tuple[Sample, dict]], keep: bool = True) -> dict[str, bytes] | None:
-    """One shard's row for the pipeline (``payload`` and ``samples``,
-    packed: ``rows``); builds every prompt, so a bad sample fails here.
-    ``keep=False`` (a shard already stored): check only, no row. The row
-    does not name its run (``Plan.row`` adds it), so runs that read the
-    same dataset the same way share their rows (``rows_key``)."""
-    items: list[dict[str, Any]] = []
-    item_samples: list[Sample] = []
-    for sample, raw in pairs:
-        prompt = check_rag_template(spec, sample, raw) if spec.retrieval else adapter.build(sample, raw)
-        base = {
-            "sample_id": sample.id,
-            "prompt": prompt,
-            "target": sample.targets[0] if sample.targets else None,
-            "metadata": agent_meta(sample) if agent_meta else {},
-        }
-        extra = {"record": raw} if spec.retrieval else {}
-        for variant in _request_variants(spec, sample, raw):
-            for r in range(spec.repeats):
-                items.append({"request": {**base, **variant, "repeat": r}, **extra})
-                item_samples.append(sample)
-    if not keep:
-        return None
-    return {"payload": pack({"shard": shard, "items": items}), "samples": pack(item_samples)}
 
 
 def rows_key(spec: RunSpec) -> str:
@@ -216,14 +184,16 @@ def build_plan(spec: RunSpec, store: ResultStore, *, in_tasks: bool = False, add
     the rows it gave (bytes, never changed), not a copy each."""
     preflight(spec)
     size = spec.shard_size
-    layout = RunLayout(run_fingerprint(spec), generation_fingerprint(spec), size)
+    identity = RunIdentity.of(spec)
+    layout = RunLayout(identity.run_fp, identity.gen_fp, size)
     done_names = set(store.list(layout.shards_dir))
     gen_names = set(store.list(layout.gen_dir))
     key = rows_key(spec) if shared is not None else None
 
     def planned(n_samples: int, payloads: dict[int, dict[str, bytes]], readers: list[int]) -> Plan:
         n_shards = math.ceil(n_samples / size)
-        plan = Plan(spec=spec, store=store, n_samples=n_samples, layout=layout, n_shards=n_shards, plan_readers=readers)
+        plan = Plan(spec=spec, store=store, n_samples=n_samples, layout=layout, n_shards=n_shards, identity=identity,
+                    plan_readers=readers)
         plan.done = {i for i in range(n_shards) if RunLayout.shard_name(i) in done_names}
         plan.cached_generations = {i for i in range(n_shards) if RunLayout.shard_name(i) in gen_names}
         plan.shard_payloads = {i: p for i, p in payloads.items() if i not in plan.done}
@@ -251,8 +221,8 @@ def build_plan(spec: RunSpec, store: ResultStore, *, in_tasks: bool = False, add
     payloads: dict[int, dict[str, bytes]] = {}
     # Build every prompt now (fails fast on a bad sample), keep payloads of pending shards.
     for i in range(n_shards):
-        row = shard_row(spec, adapter, agent_meta, i, list(zip(samples[i * size : (i + 1) * size], raws[i * size : (i + 1) * size])),
-                        keep=not stored(i))
+        lo, hi = i * size, (i + 1) * size
+        row = shard_row(spec, adapter, agent_meta, i, list(zip(samples[lo:hi], raws[lo:hi])), keep=not stored(i))
         if row is not None:
             payloads[i] = row
     return planned(len(samples), payloads, [])
@@ -271,14 +241,12 @@ def build_plans(specs: list[RunSpec], *, in_tasks: bool = False, address: str | 
     keys = [rows_key(s) for s in specs]
     twice = {k for k, c in Counter(keys).items() if c > 1}
     shared: dict[str, Any] = {}
-    return [build_plan(s, open_store(s.store), in_tasks=in_tasks, address=address, shared=shared if k in twice else None)
-            for s, k in zip(specs, keys)]
+    return [build_plan(s, open_store(s.store), in_tasks=in_tasks, address=address,
+                       shared=shared if k in twice else None) for s, k in zip(specs, keys)]
 
 
-#: a JSON Lines or Parquet dataset at least this large is planned in Ray tasks when ``execution.plan_tasks`` is unset.
-#: Measured on workload 4's RAG samples (~1.1 KB each, 45 us each to read, validate and build on the driver),
-#: 2 CPUs: 200k samples (224 MB) 8.2 s on the driver, 4.9-5.6 s in two tasks; 50k (55 MB) 2.0 s either way,
-#: because the tasks' worker processes take ~1 s to start
+#: a JSON Lines or Parquet dataset at least this large is planned in Ray tasks when ``execution.plan_tasks`` is
+#: unset. Below it, the second or so a task's worker process takes to start eats what splitting the work saves.
 PLAN_IN_TASKS_BYTES = 64 << 20
 
 

@@ -1,14 +1,13 @@
 """Planning a large JSON Lines or Parquet dataset in Ray tasks.
 
 On the driver alone, reading, validating and sharding a dataset costs tens
-of microseconds per sample (workload 4's RAG samples: 45 us, 9 s for 200k),
-serially, before anything runs. Here the driver decodes the file and finds
+of microseconds per sample, serially, before anything runs. Here the driver decodes the file and finds
 where its samples start (JSON Lines), or reads its Arrow tables (Parquet),
 and cuts it at shard boundaries into parts, each a run of whole shards.
 Ray tasks read, validate and build the requests of every part but the
 first, and return their rows and their samples' ids; the driver does the
 same for the first part while they run (it would otherwise wait for them,
-and a task's fresh worker process takes ~1 cpu-second to start and import
+and a task's fresh worker process takes about a second to start and import
 what it needs). The driver then checks the ids across parts.
 
 The result is the plan, and any error the error, that the driver alone would
@@ -30,10 +29,8 @@ from typing import Any, Callable, Iterator
 from .. import errors
 from ..errors import AuditKitError, DataError, RunError
 
-
-#: the first part (the driver's) is this many times a task's part. Measured on workload 4's RAG samples, 2 CPUs,
-#: 200k samples: a task's worker starts its part 0.8-2.1 s after the driver starts its own, of ~4 s each at equal
-#: shares, and the driver then waited for it
+#: the first part (the driver's) is this many times a task's part: a task's worker starts its part a second or
+#: two after the driver starts its own, so at equal shares the driver would finish first and wait for it
 DRIVER_SHARE = 1.3
 
 
@@ -64,7 +61,7 @@ def plan_part(spec_json: str, source: tuple, first_shard: int, end_shard: int, d
     from ..core.gcpause import gc_paused
     from ..core.types import content_id
     from ..data.readers import given_id, sample_of
-    from .plan import agent_metadata_fn, shard_row
+    from .shard_rows import agent_metadata_fn, shard_row
 
     spec = RunSpec.model_validate_json(spec_json)
     d = spec.dataset
@@ -88,7 +85,8 @@ def plan_part(spec_json: str, source: tuple, first_shard: int, end_shard: int, d
         del source
         size = spec.shard_size
         if not (end_shard - first_shard - 1) * size < len(pairs) <= (end_shard - first_shard) * size:
-            raise RuntimeError(f"plan part {first_shard}..{end_shard}: {len(pairs)} samples for {end_shard - first_shard} shards")
+            raise RuntimeError(f"plan part {first_shard}..{end_shard}: {len(pairs)} samples for "
+                               f"{end_shard - first_shard} shards")
         adapter = PromptAdapter(spec.prompt, d, spec.seed, [])
         meta = agent_metadata_fn(spec)
         skip = set(done)
@@ -113,9 +111,9 @@ def _error(kind: tuple[str, str]) -> AuditKitError:
 
 def _jsonl_parts(path: Path, size: int) -> tuple[int, Callable[[int, int], tuple]]:
     """The file's sample count, and the ``source`` of shards ``s0 .. s1 - 1``."""
-    from ..data.readers import _decode
+    from ..data.readers import decode_text
 
-    text = _decode(path)  # a file that is not UTF-8 fails here, naming its line
+    text = decode_text(path)  # a file that is not UTF-8 fails here, naming its line
     lines = text.split("\n")  # the driver's reader splits at "\n" only, too
     del text
     starts = [k for k, line in enumerate(lines) if line.strip()]  # line index of each sample
@@ -168,7 +166,7 @@ def plan_in_tasks(spec: Any, is_done: Callable[[int], bool], tasks: int,
     driver must plan alone (too few shards to split, colliding content ids,
     an empty file: the driver's reader reports that)."""
     from ..data.readers import detect_format
-    from .driver import _unwrap, init_ray
+    from .runtime import init_ray, unwrap_error
 
     path = Path(spec.dataset.path)
     size = spec.shard_size
@@ -184,7 +182,7 @@ def plan_in_tasks(spec: Any, is_done: Callable[[int], bool], tasks: int,
     if parts < 2:
         return None
     # the driver's part is the larger: a task's part starts only once its worker process has started
-    # and imported what it needs (~1 s here), while the driver starts on its own at once
+    # and imported what it needs, while the driver starts on its own at once
     weights = [DRIVER_SHARE] + [1.0] * (parts - 1)
     bounds = [0] + [min(n_shards - (parts - k), max(k, round(sum(weights[:k]) * n_shards / sum(weights))))
                     for k in range(1, parts)] + [n_shards]
@@ -203,7 +201,7 @@ def plan_in_tasks(spec: Any, is_done: Callable[[int], bool], tasks: int,
         if own is None:  # the driver's own part: the tasks' work is not wanted
             for ref in refs:
                 ray.cancel(ref, force=True)
-        inner = _unwrap(exc)
+        inner = unwrap_error(exc)
         if isinstance(inner, AuditKitError):
             raise inner from None
         raise RunError(f"planning {path} in parts failed: {type(inner).__name__}: "

@@ -20,8 +20,9 @@ from ..config.models import RunSpec, SweepSpec
 from ..core.fingerprint import fingerprint
 from ..core.result import RunResult
 from ..errors import AuditKitError, RunError
-from .driver import init_ray, model_key, run_pipeline, stored_or_finish
+from .driver import model_key, run_pipeline, stored_or_finish
 from .plan import Plan, build_plans
+from .runtime import init_ray
 
 
 @dataclass
@@ -36,7 +37,8 @@ class Cell:
     @property
     def label(self) -> str:
         m = self.plans[0].spec.model
-        return f"{m.type}:{getattr(m, 'path', '') or ''}" + (f" q={m.quantization}" if getattr(m, "quantization", None) else "")
+        quantization = getattr(m, "quantization", None)
+        return f"{m.type}:{getattr(m, 'path', '') or ''}" + (f" q={quantization}" if quantization else "")
 
 
 @dataclass
@@ -70,7 +72,8 @@ def plan_sweep(sweep: SweepSpec, source: str = "<sweep>", lines: Any = None, *, 
 
 
 def describe(name: str, sweep_fp: str, cells: list[Cell], cluster_gpus: float | None) -> str:
-    lines = [f"sweep {name}  fingerprint {sweep_fp[:12]}  {sum(len(c.plans) for c in cells)} runs in {len(cells)} model cells"
+    n_runs = sum(len(c.plans) for c in cells)
+    lines = [f"sweep {name}  fingerprint {sweep_fp[:12]}  {n_runs} runs in {len(cells)} model cells"
              + (f"  cluster GPUs {cluster_gpus:g}" if cluster_gpus is not None else "")]
     for c in cells:
         g = gpus_for(c.plans[0].spec, cluster_gpus if cluster_gpus is not None else 1.0)
@@ -81,13 +84,15 @@ def describe(name: str, sweep_fp: str, cells: list[Cell], cluster_gpus: float | 
     return "\n".join(lines)
 
 
-def _write_manifest(store: Any, sweep_fp: str, name: str, cells: list[Cell], states: dict[str, str], results: dict[str, RunResult]) -> str:
+def _write_manifest(store: Any, sweep_fp: str, name: str, cells: list[Cell], states: dict[str, str],
+                    results: dict[str, RunResult]) -> str:
     doc = {
         "name": name,
         "fingerprint": sweep_fp,
         "updated_at": time.time(),
         "runs": [
-            {"name": p.spec.name, "fingerprint": p.layout.run_fp, "cell": c.label, "state": states.get(p.layout.run_fp, "pending"),
+            {"name": p.spec.name, "fingerprint": p.layout.run_fp, "cell": c.label,
+             "state": states.get(p.layout.run_fp, "pending"),
              "result": p.store.uri(p.layout.result) if p.layout.run_fp in results else None}
             for c in cells for p in c.plans
         ],
@@ -97,7 +102,8 @@ def _write_manifest(store: Any, sweep_fp: str, name: str, cells: list[Cell], sta
     return store.uri(rel)
 
 
-def run_sweep(sweep: SweepSpec, *, address: str | None = None, progress: bool = True, source: str = "<sweep>") -> SweepResult:
+def run_sweep(sweep: SweepSpec, *, address: str | None = None, progress: bool = True,
+              source: str = "<sweep>") -> SweepResult:
     sweep_fp, cells = plan_sweep(sweep, source, in_tasks=True, address=address)
     lead = cells[0].plans[0].spec
     store = cells[0].plans[0].store
@@ -106,7 +112,8 @@ def run_sweep(sweep: SweepSpec, *, address: str | None = None, progress: bool = 
     for c in cells:
         c.gpus = gpus_for(c.plans[0].spec, total_gpus)
         if c.gpus > total_gpus:
-            raise RunError(f"sweep {sweep.name!r}: cell {c.label} needs {c.gpus:g} GPUs, the cluster has {total_gpus:g}; "
+            raise RunError(f"sweep {sweep.name!r}: cell {c.label} needs {c.gpus:g} GPUs, the cluster has "
+                           f"{total_gpus:g}; "
                            "lower execution.generation_actors or model.num_gpus")
     states: dict[str, str] = {}
     results: dict[str, RunResult] = {}

@@ -5,7 +5,7 @@ def test_overlapping_shards_split_the_generation_clock_so_their_times_add_up_to_
     import threading
     import time
 
-    from auditkit_ray.pipeline.stages import _SharedClock
+    from auditkit_ray.actors.generate import _SharedClock
 
     clock, shares = _SharedClock(), []
     lock = threading.Lock()

@@ -1,3 +1,5 @@
+import textwrap
+
 import pytest
 
 from auditkit_ray import ConfigError, Direction, Generation, Metric, MissingEvidence, Sample, Score, Status
@@ -244,3 +246,29 @@ def test_a_score_under_another_name_or_a_number_is_normalised_on_the_batch_path(
     out = Renamed(as_name="mine").evaluate_batch([(Sample(id=str(i), input="q"), Generation(text="x"), {}) for i in range(3)])
     assert [(s.name, s.status, s.value) for [s] in out] == [("mine", Status.SCORED, 1.0), ("mine", Status.SCORED, 0.5),
                                                             ("mine", Status.SCORED, 0.25)]
+
+
+def test_an_installed_package_names_its_metric_through_the_entry_point_group(tmp_path, monkeypatch):
+    from auditkit_ray.core import registry
+
+    (tmp_path / "ak_plugged_metric.py").write_text(textwrap.dedent("""
+        from auditkit_ray import Direction, Metric, Score
+
+        class Plugged(Metric):
+            name = "plugged"
+            direction = Direction.MAXIMIZE
+
+            def score(self, sample, generation, context):
+                return Score.scored(self.name, 1.0)
+    """))
+    dist = tmp_path / "ak_plugged_metric-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ak-plugged-metric\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[auditkit_ray.metrics]\nplugged = ak_plugged_metric:Plugged\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)  # user code is imported from the working directory or installed packages
+    monkeypatch.setattr(registry, "_ENTRY_POINTS", {})
+    monkeypatch.setattr(registry, "_entry_points_read", [])  # read them again, as a fresh process does
+    assert "plugged" in registry.builtin_names()
+    metric = registry.build_metric("plugged")
+    assert type(metric).__name__ == "Plugged" and metric.direction is Direction.MAXIMIZE

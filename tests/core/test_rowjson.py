@@ -12,9 +12,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from auditkit_ray.actors.tables import score_row
 from auditkit_ray.core import rowjson
 from auditkit_ray.core.types import Score, Status
-from auditkit_ray.pipeline.tables import score_row
 
 FAST = rowjson._make(orjson)
 STDLIB = rowjson._make(None)

@@ -1,4 +1,5 @@
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -6,6 +7,34 @@ from pathlib import Path
 import pytest
 
 ray = pytest.importorskip("ray", reason="the Ray pipeline tests need the 'ray' extra (make test installs it)")
+
+
+class _StderrNow(logging.StreamHandler):
+    """Writes to ``sys.stderr`` as it is at each record (``capsys`` replaces it per test)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _):
+        pass
+
+
+@pytest.fixture(autouse=True)
+def library_warnings_on_stderr():
+    """The library logs its warnings (``logging``); what reaches the terminal is the application's choice,
+    the command line's for a user of it. These tests read the warnings where such a user sees them, on
+    stderr, so they set up the same: the package's warnings, as ``warning: <message>``, on stderr."""
+    handler = _StderrNow()
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("warning: %(message)s"))
+    logger = logging.getLogger("auditkit_ray")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
 
 
 @pytest.fixture(scope="session")
@@ -22,7 +51,8 @@ def ray_cluster(tmp_path_factory):
     repo = Path(__file__).resolve().parents[2]
     sys.path[:0] = [str(support), str(agents), str(repo)]
     ray.init(address="local", num_cpus=2, num_gpus=4, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(support), str(agents), str(repo), os.environ.get("PYTHONPATH", "")])}})
+             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(support), str(agents), str(repo),
+                                                                      os.environ.get("PYTHONPATH", "")])}})
     yield ray
     ray.shutdown()
 

@@ -211,7 +211,7 @@ def test_runs_sharing_an_api_actor_keep_their_own_settings_with_shards_in_flight
         b = make_spec("store-b", name="b", model=model, execution=ex, generation={"max_new_tokens": 9}, seed=2)
         ra, rb = evaluate_specs([a, b], progress=False)
     assert len(seen) == 80 and ra.metrics["exact_match"].mean == 1.0 and rb.metrics["exact_match"].mean == 1.0
-    from auditkit_ray.backends.api import _derived_seed
+    from auditkit_ray.backends.seeds import seed31 as _derived_seed
 
     ids = [f"q{i:03d}" for i in range(40)]
     want = {(5, _derived_seed(1, i, 0)) for i in ids} | {(9, _derived_seed(2, i, 0)) for i in ids}

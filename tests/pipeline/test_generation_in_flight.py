@@ -7,9 +7,9 @@ import time
 import numpy as np
 import pytest
 
+from auditkit_ray.actors.generate import GenerateStage
 from auditkit_ray.backends.base import create_backend
 from auditkit_ray.pipeline.plan import build_plan
-from auditkit_ray.pipeline.stages import GenerateStage
 from auditkit_ray.store.base import open_store
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")  # worker_info() asks Ray for the GPU ids

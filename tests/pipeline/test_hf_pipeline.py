@@ -63,7 +63,7 @@ def _generate(model_dir: str) -> dict:
     from auditkit_ray.backends.base import Request
     from auditkit_ray.backends.hf import HFBackend
     from auditkit_ray.config.models import GenerationSettings
-    from auditkit_ray.config.models import HFBackend as HFSpec
+    from auditkit_ray.backends.hf import HFSettings as HFSpec
 
     backend = HFBackend(HFSpec(type="hf", path=model_dir, device="cpu", batch_size=2), GenerationSettings(max_new_tokens=8), 0)
     backend.load()

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from auditkit_ray.actors.score import ScoreStage
 from auditkit_ray.api import evaluate, samples_table
-from auditkit_ray.pipeline.stages import ScoreStage
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 

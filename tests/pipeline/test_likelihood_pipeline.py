@@ -22,7 +22,7 @@ def mc_data(tmp_path):
 def test_choices_are_scored_by_loglikelihood_and_match_the_backend(make_spec, tiny_model, mc_data):
     from auditkit_ray.backends.hf import HFBackend
     from auditkit_ray.config.models import GenerationSettings
-    from auditkit_ray.config.models import HFBackend as HFSpec
+    from auditkit_ray.backends.hf import HFSettings as HFSpec
 
     spec = make_spec(
         data=mc_data, model={"type": "hf", "path": str(tiny_model), "batch_size": 4},

@@ -94,7 +94,8 @@ def test_a_local_run_prints_none_of_rays_notices_about_its_own_defaults(tmp_path
     # Data's progress bars are off (we print our own); the run's own output is all that should show.
     root = Path(__file__).resolve().parents[2]
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_MODE")}
-    proc = subprocess.run([sys.executable, "-m", "auditkit_ray.cli", "run", "examples/echo.yaml", "--store", str(tmp_path)],
+    proc = subprocess.run([sys.executable, "-m", "auditkit_ray.cli", "run", "examples/echo.yaml",
+                           "--store", str(tmp_path)],
                           capture_output=True, text=True, timeout=300, env=env, cwd=root)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "exact_match" in proc.stdout and "[echo-check] shards 3/3" in proc.stderr  # the run and its progress
@@ -107,7 +108,9 @@ def test_only_the_notice_about_rays_default_is_dropped_not_its_warning_of_a_clus
 
     from ray._private.authentication import authentication_token_setup as auth
 
-    from auditkit_ray.pipeline.driver import _TOKEN_AUTH_ENABLED, _TOKEN_AUTH_LOGGER, _dropped
+    from auditkit_ray.pipeline.ray_compat import TOKEN_AUTH_ENABLED as _TOKEN_AUTH_ENABLED
+    from auditkit_ray.pipeline.ray_compat import TOKEN_AUTH_LOGGER as _TOKEN_AUTH_LOGGER
+    from auditkit_ray.pipeline.ray_compat import dropped as _dropped
 
     seen: list[str] = []
     handler = logging.Handler(logging.WARNING)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from auditkit_ray.actors.shard import unpack
 from auditkit_ray.errors import DataError
 from auditkit_ray.pipeline.plan import PLAN_IN_TASKS_BYTES, build_plan, plan_task_count
-from auditkit_ray.pipeline.rows import unpack
 from auditkit_ray.store.base import open_store
 
 

@@ -5,14 +5,15 @@ import json
 import sys
 
 from auditkit_ray.config.models import ExecutionSpec
-from auditkit_ray.pipeline import driver
+from auditkit_ray.pipeline import ray_compat
+from auditkit_ray.pipeline import runtime as driver
 
 ray = driver.init_ray(None, ExecutionSpec(num_cpus=1))
 import ray._private.worker as rw  # noqa: E402
 
 monitor = rw._global_node.all_processes["monitor"][0].process
 before = monitor.poll() is None
-driver._stop_local_monitor()
+ray_compat.stop_local_monitor()
 after = monitor.poll() is None
 
 

@@ -8,7 +8,7 @@ import sys
 import psutil
 
 from auditkit_ray.config.models import ExecutionSpec
-from auditkit_ray.pipeline import driver
+from auditkit_ray.pipeline import runtime as driver
 
 ray = driver.init_ray(None, ExecutionSpec(num_cpus=1))
 import ray._private.worker as rw  # noqa: E402
@@ -22,7 +22,7 @@ def f(x):
 
 
 task = ray.get(f.remote(1))
-driver._release_local_cluster()
+driver.release_local_cluster()
 
 
 def alive(pid: int) -> bool:

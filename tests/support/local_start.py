@@ -10,7 +10,8 @@ import sys
 from ray._private.node import Node
 
 from auditkit_ray.config.models import ExecutionSpec
-from auditkit_ray.pipeline import driver, local_start
+from auditkit_ray.pipeline import ray_compat as local_start
+from auditkit_ray.pipeline import runtime as driver
 
 before = {n: Node.__dict__[n] for n in local_start.PATCHED_METHODS}  # importing patches nothing; init_ray does
 
@@ -28,12 +29,13 @@ def f(x):
 
 task = ray.get(f.remote(1))
 gcs = node.get_gcs_client()
-print(json.dumps({"processes": sorted(node.all_processes), "restored": all(Node.__dict__[n] is v for n, v in before.items()),
+print(json.dumps({"processes": sorted(node.all_processes),
+                  "restored": all(Node.__dict__[n] is v for n, v in before.items()),
                   "task": task,
                   "registered": local_start.raylet_registered(gcs, node._node_id),
                   "other_registered": local_start.raylet_registered(gcs, "ab" * 28)}))
 sys.stdout.flush()
-if driver._log_to_driver():
+if driver.log_to_driver():
     import time
 
     time.sleep(2)  # Ray's log monitor forwards worker output about once a second

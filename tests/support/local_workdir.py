@@ -9,7 +9,7 @@ sys.path.insert(0, os.getcwd())  # as the CLI does, for the driver's own imports
 
 from auditkit_ray.api import evaluate  # noqa: E402
 from auditkit_ray.config.models import ExecutionSpec  # noqa: E402
-from auditkit_ray.pipeline import driver  # noqa: E402
+from auditkit_ray.pipeline import runtime as driver  # noqa: E402
 
 before = {k: os.environ.get(k) for k in ("PYTHONPATH", "AUDITKIT_RAY_WORKDIR")}
 ray = driver.init_ray(None, ExecutionSpec(num_cpus=2))
@@ -19,7 +19,8 @@ after = {k: os.environ.get(k) for k in ("PYTHONPATH", "AUDITKIT_RAY_WORKDIR")}
 @ray.remote
 def worker_view():
     ctx = ray.get_runtime_context()
-    return {"runtime_env": dict(ctx.runtime_env), "workdir": os.environ.get("AUDITKIT_RAY_WORKDIR"), "cwd_on_path": os.getcwd() in sys.path}
+    return {"runtime_env": dict(ctx.runtime_env), "workdir": os.environ.get("AUDITKIT_RAY_WORKDIR"),
+            "cwd_on_path": os.getcwd() in sys.path}
 
 
 res = evaluate({
@@ -30,6 +31,7 @@ res = evaluate({
     "store": {"path": "store"},
     "tracking": {"index": False},
 }, progress=False)
-print(json.dumps({"mean": res.metrics["shouty"].mean, "n": res.metrics["shouty"].n, "driver_env_restored": before == after,
+print(json.dumps({"mean": res.metrics["shouty"].mean, "n": res.metrics["shouty"].n,
+                  "driver_env_restored": before == after,
                   "worker": ray.get(worker_view.remote())}))
 sys.stdout.flush()

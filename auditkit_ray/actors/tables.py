@@ -1,10 +1,12 @@
-"""Per-sample tables: generation shards (cache) and run shards (scored rows)."""
+"""Per-sample tables as the stages store them: generation shards (the
+generation cache) and run shards (the scored rows)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..core.rowjson import dumps as _js, loads
+from ..core.rowjson import dumps as _js
+from ..core.rowjson import loads
 from ..core.types import Score
 
 GEN_COLUMNS = ("shard", "index", "sample_id", "repeat", "generation")
@@ -36,8 +38,8 @@ def score_row(score: Score) -> dict[str, Any]:
     return score.__dict__ if type(score) is Score else score.to_json_dict()
 
 
-def run_table(shard: int, items: list[dict], targets: list[Any], generations: list[dict], annotations: list[dict],
-              scores: list[list[dict]], worker: dict):
+def run_table(shard: int, items: list[dict], targets: list[Any], generations: list[dict],
+              annotations: list[dict], scores: list[list[dict]], worker: dict):
     """One run shard's rows; ``targets[k]`` is item k's sample's ``target``."""
     import pyarrow as pa
 
@@ -54,7 +56,8 @@ def run_table(shard: int, items: list[dict], targets: list[Any], generations: li
             "sample_id": pa.array([it["request"]["sample_id"] for it in items], pa.string()),
             "repeat": pa.array([it["request"]["repeat"] for it in items], pa.int32()),
             "choice": pa.array([it["request"].get("choice") for it in items], pa.int32()),
-            "prompt": pa.array([p if isinstance(p := it["request"]["prompt"], str) else js(p) for it in items], pa.string()),
+            "prompt": pa.array([p if isinstance(p := it["request"]["prompt"], str) else js(p) for it in items],
+                               pa.string()),
             "target": pa.array([js(t) for t in targets], pa.string()),
             "text": pa.array(col("text"), pa.string()),
             "raw_text": pa.array(col("raw_text"), pa.string()),

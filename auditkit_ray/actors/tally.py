@@ -1,0 +1,115 @@
+"""A shard's share of its run's summary (``ShardTally``), and the run's metrics.
+
+The scoring actor that writes a shard tallies it from the rows it writes; the
+driver tallies a shard it did not see scored (a resumed run) from the stored
+file, with the same code, and merges the tallies in shard order
+(``pipeline.merge``). So a run's numbers do not depend on which actor scored
+what, or when.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from ..core.aggregate import MeanStats
+from ..core.registry import build_metric
+from ..core.rowjson import loads as row_loads
+from ..core.types import Score, Status
+
+MAX_LISTED_ERRORS = 100
+
+#: the stored rows' columns a tally reads
+COLUMNS = ["sample_id", "error", "scores", "latency_s", "latency_scope", "prompt_tokens", "completion_tokens",
+           "token_source", "gen_metadata"]
+
+
+@dataclass
+class ShardTally:
+    """What the run's summary needs from one shard's rows."""
+
+    n_rows: int = 0
+    stats: dict[str, MeanStats] = field(default_factory=dict)
+    corpus: dict[str, list[float]] = field(default_factory=dict)
+    errors: list[tuple[str, str, str]] = field(default_factory=list)  # (sample_id, stage, message), the first listed
+    error_count: int = 0
+    latencies: list[float] = field(default_factory=list)
+    scopes: set[str] = field(default_factory=set)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    token_source: str | None = None
+    cost: float | None = None
+    retries: int = 0
+    cached: int = 0
+
+    @classmethod
+    def of_rows(cls, rows: Iterable[dict[str, Any]], corpus_metrics: dict[str, Any],
+                stored: bool = False) -> ShardTally:
+        """Tally rows with ``COLUMNS``: ``scores`` a list of Scores and
+        ``gen_metadata`` a dict, or (``stored``) both as the JSON text a
+        stored shard holds. ``corpus_metrics``: output name -> metric, for the
+        metrics whose summary is a corpus statistic."""
+        t = cls()
+        corpus, errors = t.corpus, t.errors
+        values: dict[str, list[float]] = {}  # per score name: the scored values, in row order
+        others: dict[str, list[Status]] = {}  # per score name: the other statuses
+        scored, error, read = Status.SCORED, Status.ERROR, Score.read_json_dict
+        for row in rows:
+            t.n_rows += 1
+            if row["error"]:
+                t.error_count += 1
+                if len(errors) < MAX_LISTED_ERRORS:
+                    errors.append((row["sample_id"], "generation", row["error"]))
+            for sc in row_loads(row["scores"]) if stored else row["scores"]:
+                if type(sc) is dict:
+                    sc = read(sc)
+                name, status = sc.name, sc.status
+                vals = values.get(name)
+                if vals is None:
+                    vals = values[name] = []
+                    others[name] = []
+                if status is scored:
+                    vals.append(sc.value)
+                    if corpus_metrics and name in corpus_metrics:
+                        stats = [float(x) for x in sc.metadata.get("stats") or []]
+                        corpus[name] = corpus_metrics[name].combine(corpus[name], stats) if name in corpus else stats
+                else:
+                    others[name].append(status)
+                    if status is error and not row["error"] and len(errors) < MAX_LISTED_ERRORS:
+                        errors.append((row["sample_id"], f"metric:{name}", sc.reason or ""))
+            if row["latency_s"] is not None:
+                t.latencies.append(row["latency_s"])
+                t.scopes.add(row["latency_scope"] or "batch")
+            t.prompt_tokens += row["prompt_tokens"] or 0
+            t.completion_tokens += row["completion_tokens"] or 0
+            t.token_source = t.token_source or row["token_source"]
+            meta = row_loads(row.get("gen_metadata") or "{}") if stored else row["gen_metadata"]
+            if meta.get("cost") is not None:
+                t.cost = (t.cost or 0.0) + float(meta["cost"])
+            t.retries += int(meta.get("retries") or 0)
+            t.cached += bool(meta.get("cached"))
+        for name, vals in values.items():  # sums exactly rounded (fsum): the same whatever the order of the values
+            counts = {st.value: 0 for st in Status}
+            counts[scored.value] = len(vals)
+            for st in others[name]:
+                counts[st.value] += 1
+            t.stats[name] = MeanStats(n=len(vals), total=math.fsum(vals), total_sq=math.fsum([v * v for v in vals]),
+                                      binary=set(vals) <= {0.0, 1.0}, counts=counts)
+        return t
+
+
+def corpus_metrics(metrics: Iterable[Any]) -> dict[str, Any]:
+    """Output name -> metric, for the metrics whose summary is a corpus statistic."""
+    return {m.output_name: m for m in metrics if m.aggregation == "corpus"}
+
+
+def run_metrics(spec: Any) -> list[Any]:
+    """The run's metric objects, as its config names them."""
+    out = []
+    for m in spec.metrics:
+        params = dict(m.params)
+        if m.on is not None:
+            params["on"] = m.on
+        out.append(build_metric(m.name, params, m.as_))
+    return out

@@ -1,0 +1,276 @@
+"""The one module that touches Ray's private APIs, and the Ray releases it
+was written for.
+
+What it uses, and why:
+
+- ``ray._private.node.Node``: three of its methods are replaced while
+  ``ray.init`` starts the local cluster a run starts for itself
+  (``quick_local_start``), and its processes are read at exit
+  (``stop_local_monitor``) through ``ray._private.worker._global_node``;
+- ``ray._private.ray_constants``, ``ray._common.usage.usage_lib``: the
+  raylet's process type, and whether Ray's usage statistics are on;
+- ``ray.data._internal.execution.execution_callback.ExecutionCallback``:
+  a failed pipeline kills its actors at once (``kill_actors_on_failure``);
+- the names of two of Ray's loggers, whose notices about Ray's own defaults
+  are dropped (``dropped``, ``drop_progress_notice``).
+
+Each is a start-up, shutdown or noise tweak: without it Ray works as it
+always does. So with a Ray outside ``RAY_WRITTEN_FOR`` (``written_for()``
+false) none is applied, and Ray starts and stops as it would; with a Ray
+inside it, a private name that is missing raises ``RayCompatError``, naming
+Ray's version and what is missing, rather than an AttributeError deep in a
+run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import time
+from typing import Any, Callable, Iterator, TypeVar
+
+from ..errors import RunError
+
+log = logging.getLogger(__name__)
+
+#: the lowest and highest Ray release (major, minor) whose private APIs this module was read from and tested on
+RAY_WRITTEN_FOR = ((2, 60), (2, 60))
+
+T = TypeVar("T")
+
+
+class RayCompatError(RunError):
+    """A private Ray API this module relies on is not where it was."""
+
+
+def ray_version() -> str:
+    import ray
+
+    return str(ray.__version__)
+
+
+def _major_minor(version: str) -> tuple[int, int] | None:
+    parts = version.split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def written_for() -> bool:
+    """Whether the installed Ray is one this module was written for; outside that range the tweaks are off."""
+    version = ray_version()
+    mm = _major_minor(version)
+    lo, hi = RAY_WRITTEN_FOR
+    ok = mm is not None and lo <= mm <= hi
+    if not ok:
+        log.info("Ray %s is outside the releases auditkit-ray's Ray adapter was written for (%s); its start-up "
+                 "and shutdown tweaks are off and Ray runs as it always does", version, _range())
+    return ok
+
+
+def _range() -> str:
+    (a, b), (c, d) = RAY_WRITTEN_FOR
+    return f"{a}.{b}" if (a, b) == (c, d) else f"{a}.{b} to {c}.{d}"
+
+
+def _attr(module: str, name: str) -> Any:
+    """``module.name``, imported, or a RayCompatError naming Ray's version and what is missing."""
+    import importlib
+
+    return _private(f"{module}.{name}", lambda: getattr(importlib.import_module(module), name))
+
+
+def _private(what: str, get: Callable[[], T]) -> T:
+    """``get()``, or a RayCompatError naming Ray's version and ``what`` is missing."""
+    try:
+        return get()
+    except (ImportError, AttributeError) as exc:
+        raise RayCompatError(f"Ray {ray_version()} has no {what} ({type(exc).__name__}: {exc}); auditkit-ray's Ray "
+                             f"adapter (pipeline/ray_compat.py) was written for Ray {_range()}") from None
+
+
+# --------------------------------------------------------------------------- Ray's notices about its own defaults
+# Notices Ray prints on every run about its own defaults, which say nothing to our user: that a local cluster
+# (ours, started for this process and stopped with it) uses token authentication, Ray's default since 2.60, and
+# that Ray Data's progress bars are off (the driver reports its own progress). Only these two messages are dropped;
+# their loggers' other records (e.g. Ray's warning that a cluster runs *without* authentication) still print.
+TOKEN_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+TOKEN_AUTH_ENABLED = "Token authentication is enabled for this Ray cluster"
+PROGRESS_LOGGER = "ray.data._internal.progress"
+PROGRESS_OFF = "Progress bars disabled"
+
+
+class DropMessage(logging.Filter):
+    """Drops the records whose message starts with ``prefix``."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.prefix)
+
+
+_PROGRESS_FILTER = DropMessage(PROGRESS_OFF)
+
+
+@contextlib.contextmanager
+def dropped(logger: str, prefix: str) -> Iterator[None]:
+    """Drop one message of ``logger`` for the duration of the block."""
+    f = DropMessage(prefix)
+    target = logging.getLogger(logger)
+    target.addFilter(f)
+    try:
+        yield
+    finally:
+        target.removeFilter(f)
+
+
+def drop_progress_notice() -> None:
+    """Drop Ray Data's notice that its progress bars are off, for good (logging adds a filter once)."""
+    logging.getLogger(PROGRESS_LOGGER).addFilter(_PROGRESS_FILTER)
+
+
+# --------------------------------------------------------------------------- the local cluster's processes
+def global_node() -> Any | None:
+    """The node this process started or joined (``ray._private.worker._global_node``), None when there is none."""
+    if not written_for():
+        return None
+    return _attr("ray._private.worker", "_global_node")
+
+
+def stop_local_monitor() -> None:
+    """At exit, kill the autoscaler monitor of the local cluster this
+    process started, before ``ray.shutdown`` does: Ray asks it to stop and
+    waits a full second for it (serially, before the rest), and a local
+    cluster has nothing for it to scale. Ray's own shutdown does the rest
+    (also when this fails: it then only costs that second). Runs at exit:
+    logs what went wrong instead of raising."""
+    try:
+        node = global_node()
+        if node is None:
+            return
+        processes = _private("Node.all_processes", lambda: node.all_processes) or {}
+        for info in processes.get("monitor", []):
+            if info.process.poll() is None:
+                info.process.kill()
+                info.process.wait(timeout=5)
+    except RayCompatError as exc:
+        log.warning("%s", exc)
+    except Exception as exc:  # noqa: BLE001 - at exit; Ray's own shutdown stops the monitor anyway
+        log.debug("stopping the local autoscaler monitor failed: %s", exc)
+
+
+# --------------------------------------------------------------------------- a faster local start
+# ``ray.init(address="local")`` starts its head node serially, and on a small machine most of its time is waiting:
+# - the API server process (the dashboard's head; with ``include_dashboard=False`` it loads one module, the one
+#   that reports Ray's usage statistics) is started and waited for before the raylet is started at all;
+# - the driver then asks the GCS for its raylet, and when the raylet has not registered yet (it waits for its two
+#   agent processes to start), Ray's own lookup sleeps a whole second before asking again;
+# - a log monitor process is started to forward worker output to drivers that asked for it.
+# For the cluster that ``runtime.init_ray`` starts (private to this process, stopped with it) ``quick_local_start``
+# changes three things while ``ray.init`` runs, and nothing after it:
+# 1. the API server is not started when Ray's usage statistics are off (``RAY_USAGE_STATS_ENABLED=0`` or
+#    ``ray disable-usage-stats``): reporting them is all it would do. With them on, it starts as Ray starts it;
+# 2. after starting the raylet, the driver polls the GCS every 20 ms until the raylet has registered, so Ray's
+#    own lookup finds it at once;
+# 3. the log monitor is not started when workers' output is not forwarded to the driver
+#    (``AUDITKIT_RAY_LOG_TO_DRIVER`` unset): no one would read it.
+# A cluster at an address (``ray job submit``, KubeRay) is never started here, so none of this applies to it.
+
+#: the methods of Ray's ``Node`` that ``quick_local_start`` replaces while ``ray.init`` runs
+PATCHED_METHODS = ("start_api_server", "start_ray_processes", "start_log_monitor")
+_POLL_S = 0.02
+_REGISTER_TIMEOUT_S = 30.0  # Ray's own wait for its raylet, after which it raises
+
+
+def _usage_stats_enabled() -> bool:
+    enabled = _attr("ray._common.usage.usage_lib", "usage_stats_enabled")
+    try:
+        return bool(enabled())
+    except ValueError:  # a malformed setting: let Ray report it as it would
+        return True
+
+
+def raylet_registered(gcs: Any, node_id: str) -> bool:
+    """Whether the GCS lists the node ``node_id`` (hex), i.e. its raylet has registered."""
+    return any(k.hex() == node_id for k in gcs.get_all_node_info(timeout=5))
+
+
+def _await_raylet(node: Any, raylet_type: str) -> None:
+    """Return once this node's raylet has registered with the GCS, its
+    process has exited (Ray's own wait then reports it), or Ray's own time
+    limit has passed. Any failure to ask leaves the wait to Ray."""
+    with contextlib.suppress(Exception):
+        gcs = node.get_gcs_client()
+        raylet = node.all_processes.get(raylet_type, [None])[0]
+        deadline = time.monotonic() + _REGISTER_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if raylet_registered(gcs, node._node_id):
+                return
+            if raylet is not None and raylet.process.poll() is not None:
+                return
+            time.sleep(_POLL_S)
+
+
+@contextlib.contextmanager
+def quick_local_start(log_to_driver: bool) -> Iterator[None]:
+    """Patch Ray's ``Node`` for one local ``ray.init`` (see above); with a Ray this was not written for, nothing."""
+    if not written_for():
+        yield
+        return
+    node_cls = _attr("ray._private.node", "Node")
+    raylet_type = _attr("ray._private.ray_constants", "PROCESS_TYPE_RAYLET")
+    saved = {n: node_cls.__dict__.get(n) for n in PATCHED_METHODS}
+    missing = [n for n, v in saved.items() if not callable(v)] + (
+        [] if callable(getattr(node_cls, "get_gcs_client", None)) else ["get_gcs_client"])
+    if missing:
+        raise RayCompatError(f"Ray {ray_version()}'s ray._private.node.Node has no {', '.join(missing)}; "
+                             f"auditkit-ray's Ray adapter (pipeline/ray_compat.py) was written for Ray {_range()}")
+    skip_api = not _usage_stats_enabled()
+
+    def start_ray_processes(self: Any) -> None:
+        saved["start_ray_processes"](self)
+        _await_raylet(self, raylet_type)
+
+    def skipped(self: Any, **_: Any) -> None:
+        return None
+
+    node_cls.start_ray_processes = start_ray_processes
+    if skip_api:
+        node_cls.start_api_server = skipped
+    if not log_to_driver:
+        node_cls.start_log_monitor = skipped
+    try:
+        yield
+    finally:
+        for n, v in saved.items():
+            setattr(node_cls, n, v)
+
+
+# --------------------------------------------------------------------------- Ray Data
+def kill_actors_on_failure(ds: Any) -> None:
+    """A failed pipeline kills its actors at once. Ray Data's own shutdown
+    only drops its handles and leaves the actors to reference counting, and
+    an actor that still owns objects lingers, idle, holding its GPU, while a
+    long-lived caller (a notebook, a sweep's other cells) waits for it."""
+    if not written_for():
+        return
+    base = _attr("ray.data._internal.execution.execution_callback", "ExecutionCallback")
+
+    class KillActorsOnFailure(base):  # type: ignore[misc, valid-type]
+        def before_execution_starts(self, executor: Any) -> None:
+            shutdown = executor.shutdown
+
+            def forced_on_failure(force: bool = False, exception: BaseException | None = None, **kw: Any) -> Any:
+                return shutdown(force or exception is not None, exception, **kw)
+
+            executor.shutdown = forced_on_failure
+
+    classes = _private("DataContext.custom_execution_callback_classes",
+                       lambda: ds.context.custom_execution_callback_classes)
+    ds.context.custom_execution_callback_classes = [c for c in classes if c.__name__ != "KillActorsOnFailure"] + [
+        KillActorsOnFailure]

@@ -1,0 +1,136 @@
+"""The driver's Ray runtime: start Ray (``init_ray``), quiet Ray Data, find
+our own error inside Ray's wrappers (``unwrap_error``), kill a failed
+pipeline's actors, stop the local cluster at exit, and keep a finished run
+when a tracking mirror fails (``warn_on_failure``). What needs Ray's private
+APIs is in ``ray_compat``."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import os
+import re
+from typing import Any, Callable, Iterator
+
+from .. import errors
+from ..errors import AuditKitError, require
+from . import ray_compat
+
+log = logging.getLogger(__name__)
+
+kill_actors_on_failure = ray_compat.kill_actors_on_failure
+
+
+def log_to_driver() -> bool:
+    """Whether workers' output is forwarded to the driver (``AUDITKIT_RAY_LOG_TO_DRIVER=1``)."""
+    return os.environ.get("AUDITKIT_RAY_LOG_TO_DRIVER", "0") == "1"
+
+
+def init_ray(address: str | None, execution: Any) -> Any:
+    """Ray, started (or joined at ``address`` / ``RAY_ADDRESS``) unless it is already."""
+    ray = require("ray", "ray")
+    if ray.is_initialized():
+        return ray
+    address = address or os.environ.get("RAY_ADDRESS")
+    cwd = os.getcwd()
+    pythonpath = os.pathsep.join(p for p in [cwd, os.environ.get("PYTHONPATH", "")] if p)
+    # workers import user code relative to the driver's working directory, and only from there
+    worker_env = {"PYTHONPATH": pythonpath, "AUDITKIT_RAY_WORKDIR": cwd}
+    kwargs: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": log_to_driver()}
+    if address:
+        ray.init(address=address, runtime_env={"env_vars": worker_env}, **kwargs)
+    else:
+        # address="local": always a fresh in-process cluster, never a stray one that `ray start` left on
+        # this machine. Its processes inherit this one's environment, so its workers get worker_env from
+        # there rather than from a job runtime_env: Ray starts every worker of a job that has one through
+        # an extra setup process, which costs most of a second per start.
+        # quick_local_start: Ray's head node without the processes no one would use and without its
+        # one-second waits for the raylet (ray_compat)
+        with (environ(worker_env), ray_compat.dropped(ray_compat.TOKEN_AUTH_LOGGER, ray_compat.TOKEN_AUTH_ENABLED),
+              ray_compat.quick_local_start(kwargs["log_to_driver"])):
+            ray.init(
+                address="local",
+                num_cpus=getattr(execution, "num_cpus", None),
+                num_gpus=getattr(execution, "num_gpus", None),
+                include_dashboard=False,
+                **kwargs,
+            )
+        atexit.register(release_local_cluster)  # runs before Ray's own exit hook (atexit is last in, first out)
+    return ray
+
+
+@contextlib.contextmanager
+def environ(values: dict[str, str]) -> Iterator[None]:
+    """Set environment variables for the block, then put back what was there."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def release_local_cluster() -> None:
+    """At the exit of a process that started its own local cluster, stop it
+    before Ray's own exit hook does: that hook first sleeps half a second so
+    that forwarded worker logs can print, and none are forwarded unless
+    ``AUDITKIT_RAY_LOG_TO_DRIVER=1``. The autoscaler monitor goes first
+    (``ray_compat.stop_local_monitor``). Ray's hook then finds nothing left to do."""
+    ray_compat.stop_local_monitor()
+    if not log_to_driver():
+        try:
+            import ray
+
+            ray.shutdown()
+        except Exception as exc:  # noqa: BLE001 - at exit: Ray's own hook shuts it down anyway
+            log.debug("stopping the local Ray cluster at exit failed: %s", exc)
+
+
+def quiet_ray_data() -> None:
+    """Ray Data without its progress bars, start-up banner and per-run statistics: the driver reports progress."""
+    from ray.data import DataContext
+
+    ctx = DataContext.get_current()
+    ctx.enable_progress_bars = False
+    ctx.print_on_execution_start = False
+    ctx.verbose_stats_logs = False
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+    ray_compat.drop_progress_notice()
+
+
+def unwrap_error(exc: BaseException) -> BaseException:
+    """Find our own typed error inside Ray's wrappers (RayTaskError,
+    UserCodeException); across processes the chain may survive only as text."""
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        e = todo.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, AuditKitError):
+            return e
+        for nxt in (getattr(e, "cause", None), e.__cause__, e.__context__):
+            if isinstance(nxt, BaseException):
+                todo.append(nxt)
+    m = re.search(r"auditkit_ray\.errors\.(\w+): (.+)", str(exc))
+    cls = getattr(errors, m.group(1), None) if m else None
+    if m and isinstance(cls, type) and issubclass(cls, AuditKitError):
+        return cls(m.group(2).strip())
+    return exc
+
+
+def warn_on_failure(what: str, fn: Callable[[], Any]) -> Any:
+    """``fn()``, or None with a warning when it fails: tracking mirrors must not lose a finished run."""
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        from ..core.secrets import scrub_text
+
+        log.warning("%s: %s", what, scrub_text(str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
+        return None

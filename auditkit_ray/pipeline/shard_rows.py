@@ -1,0 +1,86 @@
+"""A shard's row for the pipeline, built on the driver (or in a planning
+task, ``plan_tasks``): every request of its samples, each prompt built, so a
+bad sample fails here, before anything runs. What the row holds is
+``actors.shard``'s (``ShardPayload``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..actors.shard import planned_row
+from ..adapters.prompt import PromptAdapter
+from ..config.models import RunSpec
+from ..core.types import Sample
+
+
+def check_rag_template(spec: RunSpec, sample: Sample, raw: dict) -> None:
+    """With retrieval the prompt is built after retrieval (in its own pool);
+    here only check that the sample has every field the templates need, and
+    that the retrieval query is there."""
+    from ..adapters.prompt import render
+    from ..errors import DataError
+
+    r = spec.retrieval
+    qf = r.query_field or spec.dataset.input_field
+    if raw.get(qf) in (None, "") and r.retriever != "precomputed":
+        raise DataError(f"sample {sample.id!r}: no query field {qf!r} for retrieval")
+    if r.retriever == "precomputed" and not sample.retrieved_contexts:
+        raise DataError(f"sample {sample.id!r}: retriever 'precomputed' needs retrieved_contexts on the sample")
+    render(r.template, {**raw, "input": raw.get(spec.dataset.input_field, ""), "contexts": ""}, sample.id)
+    render(r.context_template, {"n": 1, "id": "", "text": "", "title": "", "score": 0}, sample.id)
+    return None
+
+
+def _request_variants(spec: RunSpec, sample: Sample, raw: dict) -> list[dict[str, Any]]:
+    """One request per sample for generation and log-likelihood; one per
+    choice for multiple choice (scored together by group metrics)."""
+    from ..adapters.prompt import render
+    from ..errors import DataError
+
+    kind = spec.prompt.request
+    if kind == "generate":
+        return [{}]
+    if kind == "loglikelihood":
+        rec = {**raw, "target": sample.targets[0] if sample.targets else "",
+               "input": sample.input if isinstance(sample.input, str) else ""}
+        return [{"kind": "loglikelihood", "continuation": render(spec.prompt.continuation, rec, sample.id)}]
+    if not sample.choices:
+        raise DataError(f"sample {sample.id!r}: prompt.request 'choices' needs choices (dataset.choices_field)")
+    return [{"kind": "loglikelihood", "continuation": spec.prompt.choice_prefix + c, "choice": k}
+            for k, c in enumerate(sample.choices)]
+
+
+def agent_metadata_fn(spec: RunSpec) -> Any:
+    """Backends with native tool calling read the sample's tools from each request's metadata."""
+    if spec.model.type in ("agent", "api"):
+        from ..agents.dataset import agent_request_metadata
+
+        return agent_request_metadata
+    return None
+
+
+def shard_row(spec: RunSpec, adapter: PromptAdapter, agent_meta: Any, shard: int,
+              pairs: list[tuple[Sample, dict]], keep: bool = True) -> dict[str, bytes] | None:
+    """One shard's row for the pipeline (``payload`` and ``samples``,
+    packed: ``actors.shard``); builds every prompt, so a bad sample fails here.
+    ``keep=False`` (a shard already stored): check only, no row. The row
+    does not name its run (``Plan.row`` adds it), so runs that read the
+    same dataset the same way share their rows (``plan.rows_key``)."""
+    items: list[dict[str, Any]] = []
+    item_samples: list[Sample] = []
+    for sample, raw in pairs:
+        prompt = check_rag_template(spec, sample, raw) if spec.retrieval else adapter.build(sample, raw)
+        base = {
+            "sample_id": sample.id,
+            "prompt": prompt,
+            "target": sample.targets[0] if sample.targets else None,
+            "metadata": agent_meta(sample) if agent_meta else {},
+        }
+        extra = {"record": raw} if spec.retrieval else {}
+        for variant in _request_variants(spec, sample, raw):
+            for r in range(spec.repeats):
+                items.append({"request": {**base, **variant, "repeat": r}, **extra})
+                item_samples.append(sample)
+    if not keep:
+        return None
+    return planned_row(shard, items, item_samples)

@@ -1,0 +1,229 @@
+"""An AST scan of a package's imports against the project's layer rules.
+
+Every import counts, module-level, inside a function or under
+``if TYPE_CHECKING:``: a type-only import never runs, but two modules that
+name each other's types still depend on each other, so it closes a cycle too. ``tests/test_layers.py`` runs it over ``auditkit_ray`` and over
+small planted trees, so a rule that stopped seeing violations would fail too.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+STDLIB = set(sys.stdlib_module_names) | {"__future__"}
+#: modules any layer may import: the typed errors and the version
+ANYWHERE = {"errors", "_version"}
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str  # importing module, dotted, without the package name ("pipeline.driver")
+    target: str  # imported module or name, dotted ("core.types", "ray.data", "yaml")
+    internal: bool  # target is a module of the package
+    lineno: int
+    private_name: str | None = None  # a `_name` taken from another module of the package
+    type_checking: bool = False
+
+
+@dataclass
+class Scan:
+    package: str
+    modules: dict[str, Path] = field(default_factory=dict)  # "pipeline.driver" -> file ("" is the package)
+    imports: list[Import] = field(default_factory=list)
+
+    def layer(self, module: str) -> str:
+        """First component below the package: "pipeline", "core", "api", "" for the package's __init__."""
+        return module.split(".", 1)[0]
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _walk(tree: ast.AST):
+    """Import nodes with whether they sit under ``if TYPE_CHECKING:``."""
+    stack: list[tuple[ast.AST, bool]] = [(tree, False)]
+    while stack:
+        node, guarded = stack.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node, guarded
+            continue
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            stack.extend((child, True) for child in node.body)
+            stack.extend((child, guarded) for child in node.orelse)
+            continue
+        stack.extend((child, guarded) for child in ast.iter_child_nodes(node))
+
+
+def scan(root: Path) -> Scan:
+    """Read every module under the package directory ``root``."""
+    root = Path(root)
+    out = Scan(root.name)
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out.modules[".".join(parts)] = path
+    for module, path in out.modules.items():
+        is_pkg = path.name == "__init__.py"
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node, guarded in _walk(tree):
+            out.imports.extend(_resolve(out, module, is_pkg, node, guarded))
+    return out
+
+
+def _internal(scan_: Scan, dotted: str) -> str | None:
+    """The package module ``dotted`` (absolute, with the package name) names, or None."""
+    if dotted != scan_.package and not dotted.startswith(scan_.package + "."):
+        return None
+    rest = dotted[len(scan_.package) + 1:]
+    while rest not in scan_.modules and rest:
+        rest = rest.rpartition(".")[0]
+    return rest
+
+
+def _resolve(scan_: Scan, module: str, is_pkg: bool, node: ast.AST, guarded: bool):
+    here = [scan_.package] + ([p for p in module.split(".") if p])
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            yield _make(scan_, module, alias.name, node.lineno, guarded)
+        return
+    assert isinstance(node, ast.ImportFrom)
+    if node.level:
+        base = here if is_pkg else here[:-1]
+        base = base[: len(base) - (node.level - 1)]
+        name = ".".join(base + ([node.module] if node.module else []))
+    else:
+        name = node.module or ""
+    for alias in node.names:
+        full = f"{name}.{alias.name}"
+        internal_full = _internal(scan_, full)
+        if internal_full is not None and f"{scan_.package}.{internal_full}".rstrip(".") == full:
+            yield _make(scan_, module, full, node.lineno, guarded)  # `from pkg import submodule`
+            continue
+        imp = _make(scan_, module, name, node.lineno, guarded)
+        private = alias.name.startswith("_") and not alias.name.startswith("__")
+        if imp.internal and private and imp.target != module:
+            imp = Import(imp.source, imp.target, True, imp.lineno, alias.name, guarded)
+        yield imp
+
+
+def _make(scan_: Scan, module: str, dotted: str, lineno: int, guarded: bool) -> Import:
+    internal = _internal(scan_, dotted)
+    if internal is not None:
+        return Import(module, internal, True, lineno, None, guarded)
+    return Import(module, dotted, False, lineno, None, guarded)
+
+
+# --------------------------------------------------------------------------- the rules
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    where: str  # "pipeline/driver.py:14"
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.rule}: {self.detail}"
+
+
+#: layer -> the package layers it may import (itself, errors and _version always allowed)
+INTERNAL_ALLOWED: dict[str, set[str]] = {
+    "core": set(),
+    "metrics": {"core", "agents"},
+    "annotators": {"core", "agents"},
+    "oracles": {"core", "agents"},
+    "backends": {"core", "agents"},
+    "compare": {"core", "store"},
+    "report": {"core", "store", "compare"},
+    "cli": {"", "api"},
+}
+#: third-party packages core/ may import
+CORE_THIRD_PARTY = {"pydantic", "pydantic_core", "yaml", "orjson"}
+#: layers that may import ray
+RAY_LAYERS = {"pipeline", "actors", "integrations"}
+#: modules of pipeline/ that actors/ may not import: all of them (the driver side)
+FACADE_IMPORTERS = {"", "cli"}
+
+
+def check(scan_: Scan) -> list[Violation]:
+    out: list[Violation] = []
+    for imp in scan_.imports:
+        where = f"{scan_.modules[imp.source].relative_to(scan_.modules[''].parent)}:{imp.lineno}"
+        src = scan_.layer(imp.source)
+        top = imp.target.split(".", 1)[0]
+        if imp.internal:
+            dst = scan_.layer(imp.target)
+            allowed = INTERNAL_ALLOWED.get(src)
+            if allowed is not None and dst not in allowed | ANYWHERE | {src}:
+                out.append(Violation(f"{src or 'the package'}/ imports only {sorted(allowed | ANYWHERE)}", where,
+                                     f"imports {imp.target or scan_.package}"))
+            if src == "actors" and dst == "pipeline":
+                out.append(Violation("actors/ never imports pipeline/ (the driver side)", where,
+                                     f"imports {imp.target}"))
+            if dst == "api" and src not in FACADE_IMPORTERS | {"api"}:
+                out.append(Violation("only the facade and the CLI import api.py", where, f"{imp.source} imports api"))
+            if imp.private_name:
+                out.append(Violation("no private name from another module", where,
+                                     f"imports {imp.private_name} from {imp.target}"))
+        else:
+            if src == "core" and top not in STDLIB | CORE_THIRD_PARTY:
+                out.append(Violation("core/ imports only the standard library, pydantic, PyYAML and orjson",
+                                     where, f"imports {imp.target}"))
+            if top == "ray" and src not in RAY_LAYERS:
+                out.append(Violation(f"only {sorted(RAY_LAYERS)} import ray", where, f"imports {imp.target}"))
+    out.extend(cycles(scan_))
+    return out
+
+
+def cycles(scan_: Scan) -> list[Violation]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    graph: dict[str, set[str]] = {m: set() for m in scan_.modules}
+    for imp in scan_.imports:
+        if imp.internal and imp.target != imp.source:
+            graph[imp.source].add(imp.target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []
+    counter = 0
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    comp = []
+                    while True:
+                        m = stack.pop()
+                        on_stack.discard(m)
+                        comp.append(m)
+                        if m == node:
+                            break
+                    if len(comp) > 1:
+                        found.append(sorted(comp))
+    return [Violation("no import cycle", ", ".join(c), " <-> ".join(c)) for c in found]
