@@ -1,11 +1,48 @@
 """auditkit-ray: distributed batch evaluation of language models and agents on Ray.
 
-The public facade. Importing it loads no heavy SDK (ray, torch, transformers,
-vllm, mlflow, boto3, kubernetes); those load inside the function or actor that
-needs them.
+The public facade: every operation of the ``auditkit-ray`` command is a
+function here (defined in ``auditkit_ray.api``). Importing it loads no heavy
+SDK (ray, torch, transformers, vllm, mlflow, boto3, kubernetes, pyarrow);
+those load inside the function or actor that needs them.
 """
 
 from ._version import __version__
+from .api import (
+    REPORT_FORMATS,
+    SweepPlan,
+    Validation,
+    as_run_spec,
+    build_report,
+    compare,
+    evaluate,
+    evaluate_many,
+    experiment_db,
+    format_run,
+    generate,
+    init_project,
+    k8s_dump,
+    k8s_render,
+    k8s_submit,
+    leaderboard,
+    list_metrics,
+    lmeval,
+    load_config,
+    load_run,
+    load_sweep,
+    open_store,
+    query_runs,
+    render_report,
+    rescore,
+    rescore_spec,
+    run_fingerprint,
+    samples_table,
+    schema,
+    show_run,
+    sweep,
+    sweep_plan,
+    sync_runs,
+    validate,
+)
 from .core import (
     Direction,
     Generation,
@@ -16,42 +53,16 @@ from .core import (
     Score,
     Status,
     ToolCall,
-    load_run,
     register_metric,
 )
 from .errors import AuditKitError, ConfigError, DataError, GateFailed, MissingExtraError, ResultFormatError
 
 __all__ = [
-    "AuditKitError", "ConfigError", "DataError", "Direction", "GateFailed", "Generation", "Metric",
+    "REPORT_FORMATS", "AuditKitError", "ConfigError", "DataError", "Direction", "GateFailed", "Generation", "Metric",
     "MissingEvidence", "MissingExtraError", "ResultFormatError", "RunResult", "Sample", "Score", "Status",
-    "ToolCall", "__version__", "compare", "evaluate", "evaluate_many", "load_config", "load_run", "register_metric",
+    "SweepPlan", "ToolCall", "Validation", "__version__", "as_run_spec", "build_report", "compare", "evaluate",
+    "evaluate_many", "experiment_db", "format_run", "generate", "init_project", "k8s_dump", "k8s_render",
+    "k8s_submit", "leaderboard", "list_metrics", "lmeval", "load_config", "load_run", "load_sweep", "open_store",
+    "query_runs", "register_metric", "render_report", "rescore", "rescore_spec", "run_fingerprint", "samples_table",
+    "schema", "show_run", "sweep", "sweep_plan", "sync_runs", "validate",
 ]
-
-
-def evaluate(spec, **kwargs):
-    """Run one evaluation (a RunSpec, a dict, or a path to a run file) on Ray."""
-    from .api import evaluate as _evaluate
-
-    return _evaluate(spec, **kwargs)
-
-
-def evaluate_many(base, datasets, **kwargs):
-    """One model over several datasets, loading the model once."""
-    from .api import evaluate_many as _many
-
-    return _many(base, datasets, **kwargs)
-
-
-def compare(baseline, candidate, **kwargs):
-    """Compare a candidate run with a baseline (RunResults or result paths):
-    direction-aware deltas, grades with reasons, paired tests, gates."""
-    from .compare import compare as _compare
-
-    return _compare(baseline, candidate, **kwargs)
-
-
-def load_config(path):
-    """Load and validate a run or sweep file."""
-    from .config import load_config as _load
-
-    return _load(path)

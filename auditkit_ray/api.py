@@ -1,34 +1,130 @@
-"""Public Python functions behind the facade and the CLI."""
+"""The public functions: every operation of the ``auditkit-ray`` command, callable from Python.
+
+``auditkit_ray`` re-exports them and the CLI calls nothing else. Each one is a
+thin call into the engine modules, imported inside the function, so that
+``import auditkit_ray`` stays light (no Ray, pyarrow, numpy or SDK loads).
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .config.loader import load_run_spec, run_spec_from_dict
-from .config.models import RunSpec
-from .core.result import RunResult
 from .errors import ConfigError
+from .init_templates import RUN_FILE as STARTER_RUN_FILE
+from .init_templates import SWEEP_FILE as STARTER_SWEEP_FILE
+
+if TYPE_CHECKING:
+    from .compare import Comparison, Leaderboard
+    from .config.models import RunSpec, SweepSpec
+    from .core.result import RunResult
+    from .pipeline.sweep import SweepResult
+    from .report.loader import Report
+    from .store.db import ExperimentDB
+    from .store.interface import ResultStore
+
+#: the formats ``render_report`` writes
+REPORT_FORMATS = ("text", "md", "junit", "html", "json", "badge")
+
+__all__ = [
+    "REPORT_FORMATS", "STARTER_RUN_FILE", "STARTER_SWEEP_FILE", "SweepPlan", "Validation", "as_run_spec",
+    "build_report", "compare", "evaluate", "evaluate_many", "experiment_db", "format_run", "generate", "init_project",
+    "k8s_dump", "k8s_render", "k8s_submit", "leaderboard", "list_metrics", "lmeval", "load_config", "load_run",
+    "load_sweep", "open_store", "parse_assignments", "parse_max_regression", "query_runs", "render_report", "rescore",
+    "rescore_spec", "run_fingerprint", "samples_table", "schema", "scrub_secrets", "show_run", "sweep", "sweep_plan",
+    "sync_runs", "use_color", "validate",
+]
+
+
+# ----------------------------------------------------------------------------- configuration
+def load_config(path: str | os.PathLike) -> RunSpec | SweepSpec:
+    """Load and validate a run or sweep file (a sweep is expanded once, so every run it makes is checked)."""
+    from .config import load_config as _load
+
+    return _load(path)
 
 
 def as_run_spec(spec: Any) -> RunSpec:
+    """A RunSpec from a RunSpec, a dict in the run-file format, or a path to a run file."""
+    from .config.loader import load_run_spec, run_spec_from_dict
+    from .config.models import RunSpec
+
     if isinstance(spec, RunSpec):
         return spec
     if isinstance(spec, dict):
         return run_spec_from_dict(spec, "<dict>")
     if isinstance(spec, (str, os.PathLike)):
         return load_run_spec(spec)
-    raise ConfigError(f"evaluate() takes a RunSpec, a dict or a path, not {type(spec).__name__}")
+    raise ConfigError(f"expected a RunSpec, a dict or a path to a run file, not {type(spec).__name__}")
 
 
+def run_fingerprint(spec: Any) -> str:
+    """The fingerprint of a run (a RunSpec, a dict or a run file): the key its results are stored under."""
+    from .config.identity import run_fingerprint as _fp
+
+    return _fp(as_run_spec(spec))
+
+
+@dataclass
+class Validation:
+    """What ``validate`` found in a run or sweep file."""
+
+    kind: str  # "run" or "sweep"
+    name: str
+    #: a run's fingerprint, backend type and number of metrics
+    fingerprint: str | None = None
+    backend: str | None = None
+    metrics: int = 0
+    #: a sweep's runs: (name, fingerprint)
+    runs: list[tuple[str, str]] = field(default_factory=list)
+
+
+def validate(path: str | os.PathLike) -> Validation:
+    """Check a run or sweep file; a run's fingerprint, or each run of a sweep with its fingerprint."""
+    from .config import RunSpec, expand
+    from .config import load_config as _load
+    from .config.identity import run_fingerprint as _fp
+
+    spec = _load(path)
+    if isinstance(spec, RunSpec):
+        return Validation("run", spec.name, fingerprint=_fp(spec), backend=spec.model.type, metrics=len(spec.metrics))
+    runs = expand(spec, source=str(path))
+    return Validation("sweep", spec.name, runs=[(r.name, _fp(r)) for r in runs])
+
+
+def schema(kind: str = "run") -> dict[str, Any]:
+    """The JSON Schema of run files (``kind="run"``) or sweep files (``"sweep"``)."""
+    from .config import json_schema
+
+    return json_schema(kind)
+
+
+def list_metrics() -> list[dict[str, Any]]:
+    """The built-in metrics: name, direction, family, requirements and description of each."""
+    from .core.metric import metric_info
+    from .core.registry import builtin_names, resolve_metric
+
+    return [metric_info(resolve_metric(n)) | {"name": n} for n in builtin_names()]
+
+
+def scrub_secrets(text: str) -> str:
+    """``text`` with anything that looks like a credential masked (for messages shown to a user)."""
+    from .core.secrets import scrub_text
+
+    return scrub_text(text)
+
+
+# ----------------------------------------------------------------------------- running
 def evaluate(spec: Any, *, address: str | None = None, progress: bool = False, store: str | None = None) -> RunResult:
     """Evaluate one run on Ray and return its RunResult.
 
     Ray starts locally in-process unless ``address`` (or ``RAY_ADDRESS``) names
     a cluster, or Ray is already initialised. Finished shards already in the
     result store are reused (resume); stored generations are reused when only
-    the scoring changed.
+    the scoring changed. ``store`` overrides the run's ``store.path``.
     """
     from .pipeline.driver import evaluate_spec
 
@@ -38,11 +134,13 @@ def evaluate(spec: Any, *, address: str | None = None, progress: bool = False, s
     return evaluate_spec(run, address=address, progress=progress)
 
 
-def evaluate_many(base: Any, datasets: list[Any], *, address: str | None = None, progress: bool = False) -> list[RunResult]:
+def evaluate_many(base: Any, datasets: list[Any], *, address: str | None = None,
+                  progress: bool = False) -> list[RunResult]:
     """One model over several datasets, loading the model once per generation
     actor: each dataset (a path or a ``dataset`` mapping, optionally with its
     own ``prompt``/``metrics``/``name`` under the keys of a run file) becomes a
     run of its own, and all of them share one pipeline."""
+    from .config.loader import run_spec_from_dict
     from .config.sweep import deep_merge
     from .pipeline.driver import evaluate_specs
 
@@ -60,35 +158,269 @@ def evaluate_many(base: Any, datasets: list[Any], *, address: str | None = None,
     return evaluate_specs(specs, address=address, progress=progress)
 
 
-def samples_table(result: RunResult | str | os.PathLike):
+def generate(spec: Any, *, address: str | None = None, progress: bool = False, store: str | None = None) -> RunResult:
+    """Generate and store a run's outputs without scoring them (re-score them later with ``rescore``)."""
+    run = as_run_spec(spec).model_copy(update={"metrics": [], "annotators": []})
+    return evaluate(run, address=address, progress=progress, store=store)
+
+
+def rescore_spec(run: str | os.PathLike, metrics: Sequence[str] | None = None,
+                 config: str | os.PathLike | None = None) -> RunSpec:
+    """A run spec that scores a stored run's outputs again (the ``precomputed``
+    backend): with the named ``metrics``, or the metrics and annotators of the
+    run file ``config``."""
+    from .config import load_run_spec, run_spec_from_dict
+    from .core.result import load_run as _load_run
+
+    p = Path(run)
+    run_dir = p.parent if p.name == "result.json" else p
+    result = _load_run(run_dir)
+    data = dict(result.config)
+    data["model"] = {"type": "precomputed", "path": str(run_dir)}
+    data["name"] = f"{result.name}/rescored"
+    if run_dir.parent.name == "runs":
+        data.setdefault("store", {})["path"] = str(run_dir.parent.parent)
+    if config:
+        other = load_run_spec(config)
+        data["metrics"] = [m.model_dump(mode="json", by_alias=True, exclude_none=True) for m in other.metrics]
+        data["annotators"] = [a.model_dump(mode="json") for a in other.annotators]
+    if metrics:
+        data["metrics"] = [{"name": m} for m in metrics]
+    if not data.get("metrics"):
+        raise ConfigError("rescore: give --metric NAME (repeatable) or --config FILE with metrics")
+    return run_spec_from_dict(data, f"<rescore {run_dir}>")
+
+
+def rescore(run: str | os.PathLike, *, metrics: Sequence[str] | None = None, config: str | os.PathLike | None = None,
+            address: str | None = None, progress: bool = False) -> RunResult:
+    """Score a stored run's outputs again with other metrics (no model, no GPU)."""
+    return evaluate(rescore_spec(run, metrics, config), address=address, progress=progress)
+
+
+def load_sweep(spec: Any, *, store: str | None = None) -> tuple[SweepSpec, str, Any]:
+    """``(sweep, source, lines)`` from a SweepSpec, a dict or a sweep file
+    (``lines`` maps config paths to file lines for messages); ``store``
+    overrides the base run's ``store.path``."""
+    from pydantic import ValidationError
+
+    from .config import load_sweep_spec
+    from .config.loader import read_document
+    from .config.models import SweepSpec
+
+    if isinstance(spec, SweepSpec):
+        sweep, source, lines = spec.model_copy(deep=True), "<sweep>", None
+    elif isinstance(spec, dict):
+        try:
+            sweep, source, lines = SweepSpec.model_validate(spec), "<dict>", None
+        except ValidationError as exc:
+            raise ConfigError(f"<dict>: invalid sweep: {exc}") from None
+    elif isinstance(spec, (str, os.PathLike)):
+        sweep, source = load_sweep_spec(spec), str(spec)
+        _, lines = read_document(spec)
+    else:
+        raise ConfigError(f"expected a SweepSpec, a dict or a path to a sweep file, not {type(spec).__name__}")
+    if store:
+        sweep.base.setdefault("store", {})["path"] = store
+    return sweep, source, lines
+
+
+@dataclass
+class SweepPlan:
+    """What a sweep would do (``sweep_plan``): its runs grouped in model cells, and what is already done."""
+
+    name: str
+    fingerprint: str
+    cells: list[Any]
+    #: the cluster's GPUs when a cluster was asked (None: not asked)
+    cluster_gpus: float | None = None
+
+    def format(self) -> str:
+        """The plan as text: one line per cell and per run (shards done, to do or to resume)."""
+        from .pipeline.sweep import describe
+
+        return describe(self.name, self.fingerprint, self.cells, self.cluster_gpus)
+
+
+def sweep_plan(spec: Any, *, address: str | None = None, store: str | None = None) -> SweepPlan:
+    """The dry run of a sweep: its runs, model cells and finished shards, without running anything.
+    With ``address``, the cluster is asked how many GPUs it has."""
+    from .pipeline.sweep import plan_sweep
+
+    sweep_spec, source, lines = load_sweep(spec, store=store)
+    fp, cells = plan_sweep(sweep_spec, source=source, lines=lines)
+    gpus = None
+    if address:
+        from .pipeline.runtime import init_ray
+
+        gpus = float(init_ray(address, None).cluster_resources().get("GPU", 0))
+    return SweepPlan(sweep_spec.name, fp, cells, gpus)
+
+
+def sweep(spec: Any, *, address: str | None = None, progress: bool = False, store: str | None = None) -> SweepResult:
+    """Run every run of a sweep on Ray (one model load per model cell; finished shards are reused)."""
+    from .pipeline.sweep import run_sweep
+
+    sweep_spec, source, _ = load_sweep(spec, store=store)
+    return run_sweep(sweep_spec, address=address, progress=progress, source=source)
+
+
+def lmeval(tasks: str | Iterable[str], model: str | os.PathLike, **options: Any) -> list[RunResult]:
+    """lm-evaluation-harness tasks on a local HF checkpoint, one stored RunResult per task
+    (options as ``auditkit_ray.integrations.lmeval.run_lmeval``; needs the ``lmeval`` extra)."""
+    from .integrations.lmeval import run_lmeval
+
+    return run_lmeval(tasks, model, **options)
+
+
+# ----------------------------------------------------------------------------- stored results
+def load_run(path: str | os.PathLike) -> RunResult:
+    """A stored RunResult from a run directory or its ``result.json`` (local or ``s3://``)."""
+    from .store.samples import load_result
+
+    return load_result(path)
+
+
+def samples_table(result: RunResult | str | os.PathLike) -> Any:
     """The per-sample table of a run (a pyarrow Table in sample order):
     sample_id, repeat, prompt, target, text, raw_text, annotations, scores
     (JSON list of Score dicts), token counts, latency, error, worker."""
-    import pyarrow.dataset as pads
+    from .store.samples import read_samples_table
 
-    from .core.result import load_run
+    return read_samples_table(result)
 
-    if not isinstance(result, RunResult):
-        result = load_run(result)
-    if not result.samples_path:
-        raise ConfigError(f"run {result.name!r} has no per-sample table")
-    from .store.base import open_store
 
-    path = result.samples_path
-    if path.startswith("s3://"):
-        import pyarrow as pa
+def open_store(path: str, endpoint_url: str | None = None, region: str | None = None) -> ResultStore:
+    """A result store from a local directory or ``s3://bucket/prefix``."""
+    from .store.base import open_store as _open
 
-        store_cfg = (result.config or {}).get("store") or {}
-        root, _, rel = path.partition("/runs/")
-        store = open_store(root, store_cfg.get("endpoint_url"), store_cfg.get("region"))
-        rel = "runs/" + rel
-        import io
+    return _open(path, endpoint_url, region)
 
-        import pyarrow.parquet as pq
 
-        names = [name for name in store.list(rel) if name.endswith(".parquet")]
-        tables = [pq.read_table(io.BytesIO(b)) for b in store.read_many(f"{rel}/{name}" for name in names)]
-        table = pa.concat_tables(tables)
-    else:
-        table = pads.dataset(path, format="parquet").to_table()
-    return table.sort_by([("shard", "ascending"), ("index", "ascending"), ("repeat", "ascending")])
+def experiment_db(path: str | os.PathLike | None = None) -> ExperimentDB:
+    """The ExperimentDB index of runs (default ``$AUDITKIT_RAY_DB`` or ``~/.auditkit-ray/experiments.sqlite``)."""
+    from .store.db import ExperimentDB
+
+    return ExperimentDB(path)
+
+
+def _db(db: Any) -> ExperimentDB:
+    from .store.db import ExperimentDB
+
+    return db if isinstance(db, ExperimentDB) else ExperimentDB(db)
+
+
+def sync_runs(store: str, *, db: Any = None) -> int:
+    """Index every finished run of a result store into the ExperimentDB; returns how many."""
+    return _db(db).sync(open_store(store))
+
+
+def query_runs(*, db: Any = None, model: str | None = None, dataset: str | None = None, name: str | None = None,
+               experiment: str | None = None, tags: Mapping[str, str] | None = None,
+               metrics: Sequence[str] | None = None, since: str | None = None,
+               until: str | None = None) -> list[dict[str, Any]]:
+    """Runs of the ExperimentDB matching every filter (``metrics``: conditions like ``exact_match>=0.5``)."""
+    return _db(db).query(model=model, dataset=dataset, name=name, experiment=experiment, tags=dict(tags or {}),
+                         metrics=list(metrics or []), since=since, until=until)
+
+
+def show_run(ref: str, *, db: Any = None) -> dict[str, Any]:
+    """One run of the ExperimentDB (a fingerprint prefix, run id or name) with its metrics, tags and config."""
+    return _db(db).get(ref)
+
+
+# ----------------------------------------------------------------------------- comparing and reporting
+def compare(baseline: Any, candidate: Any, **options: Any) -> Comparison:
+    """Compare a candidate run with a baseline (RunResults or result paths):
+    direction-aware deltas, grades with reasons, paired tests, gates."""
+    from .compare.comparison import compare as _compare
+
+    return _compare(baseline, candidate, **options)
+
+
+def leaderboard(runs: Sequence[Any], **options: Any) -> Leaderboard:
+    """Rank runs per metric with intervals, winners and ties, pairwise paired tests and quality vs cost."""
+    from .compare.leaderboard import leaderboard as _leaderboard
+
+    return _leaderboard(runs, **options)
+
+
+def parse_assignments(items: Iterable[str] | None, flag: str) -> dict[str, float]:
+    """``["METRIC=VALUE", ...]`` (a gate such as ``--fail-under``) as a mapping; ``flag`` names it in errors."""
+    from .compare.gates import parse_assignments as _parse
+
+    return _parse(items, flag)
+
+
+def parse_max_regression(items: Iterable[str] | None) -> Any:
+    """``["[METRIC=]X", ...]`` (``--max-regression``: absolute ``0.02`` or relative ``2%``) as gate limits."""
+    from .compare.gates import parse_max_regression as _parse
+
+    return _parse(items)
+
+
+def build_report(runs: Iterable[Any], **options: Any) -> Report:
+    """The report on runs (run directories, result.json files, sweep directories or RunResults):
+    leaderboard, baseline comparisons and gates, ready for ``render_report``."""
+    from .report.loader import build_report as _build
+
+    return _build(runs, **options)
+
+
+def render_report(report: Report, fmt: str = "text", **options: Any) -> str:
+    """A report in one of ``REPORT_FORMATS`` (text, md, junit, html, json, badge)."""
+    from .report.render import render
+
+    return render(report, fmt, **options)
+
+
+def format_run(result: RunResult, *, color: bool = False) -> str:
+    """One run's summary as a terminal table (metric, direction, mean, interval, n, unscored)."""
+    from .report.terminal import format_run as _format
+
+    return _format(result, color=color)
+
+
+def use_color(stream: Any = None) -> bool:
+    """Whether output written to ``stream`` (default stdout) should be coloured (a TTY, ``NO_COLOR`` unset)."""
+    from .report.terminal import use_color as _use
+
+    return _use(stream)
+
+
+# ----------------------------------------------------------------------------- clusters and projects
+def k8s_render(sweep_file: str | os.PathLike, **options: Any) -> list[dict[str, Any]]:
+    """A KubeRay RayJob (and the ConfigMap holding the sweep file) that runs a sweep; options as ``k8s.render``."""
+    from .k8s import render
+
+    return render(sweep_file, **options)
+
+
+def k8s_dump(docs: list[dict[str, Any]]) -> str:
+    """Rendered Kubernetes documents as one multi-document YAML text."""
+    from .k8s import dump
+
+    return dump(docs)
+
+
+def k8s_submit(docs: list[dict[str, Any]], *, kubeconfig: str | None = None, context: str | None = None) -> str:
+    """Create the rendered RayJob through the Kubernetes API; returns its name."""
+    from .k8s import submit
+
+    return submit(docs, kubeconfig=kubeconfig, context=context)
+
+
+def init_project(directory: str | os.PathLike = ".", *, force: bool = False) -> list[Path]:
+    """Write a starter run file, sweep file and tiny dataset (echo backend: they run with no model)
+    and check that they validate; returns the paths written."""
+    from .config import load_config as _load
+    from .init_templates import write_starter
+
+    written = write_starter(directory, force=force)
+    here = os.getcwd()
+    try:
+        os.chdir(directory)  # the starter's paths are relative to its directory
+        _load(STARTER_RUN_FILE)
+        _load(STARTER_SWEEP_FILE)
+    finally:
+        os.chdir(here)
+    return written

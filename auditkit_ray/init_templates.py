@@ -15,8 +15,9 @@ DATA = "data/tiny.jsonl"
 RUN_FILE = "run.yaml"
 SWEEP_FILE = "sweep.yaml"
 
-QUESTIONS = [("What is 2 plus 3?", "5"), ("What is 7 minus 4?", "3"), ("What is 6 times 2?", "12"), ("What is 9 plus 9?", "18"),
-             ("What is 10 minus 1?", "9"), ("What is 3 times 3?", "9"), ("What is 8 plus 5?", "13"), ("What is 12 minus 7?", "5")]
+QUESTIONS = [("What is 2 plus 3?", "5"), ("What is 7 minus 4?", "3"), ("What is 6 times 2?", "12"),
+             ("What is 9 plus 9?", "18"), ("What is 10 minus 1?", "9"), ("What is 3 times 3?", "9"),
+             ("What is 8 plus 5?", "13"), ("What is 12 minus 7?", "5")]
 
 RUN_YAML = f"""\
 # A starter run: validate with `auditkit-ray validate {RUN_FILE}`, run with
@@ -94,7 +95,8 @@ grid:
 
 
 def files() -> dict[str, str]:
-    data = "".join(json.dumps({"id": f"q{i:02d}", "question": q, "answer": a}) + "\n" for i, (q, a) in enumerate(QUESTIONS))
+    data = "".join(json.dumps({"id": f"q{i:02d}", "question": q, "answer": a}) + "\n"
+                   for i, (q, a) in enumerate(QUESTIONS))
     return {RUN_FILE: RUN_YAML, SWEEP_FILE: SWEEP_YAML, DATA: data}
 
 

@@ -84,7 +84,8 @@ def render(
     configmap = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": f"{job}-sweep", "namespace": namespace, "labels": {"app.kubernetes.io/part-of": "auditkit-ray"}},
+        "metadata": {"name": f"{job}-sweep", "namespace": namespace,
+                     "labels": {"app.kubernetes.io/part-of": "auditkit-ray"}},
         "data": {"sweep.yaml": path.read_text(encoding="utf-8")},
     }
     rayjob = {
@@ -101,7 +102,8 @@ def render(
                 "rayVersion": RAY_VERSION,
                 "headGroupSpec": {
                     "rayStartParams": {"num-gpus": "0"},
-                    "template": {"spec": {"containers": [container("head", {"cpu": "4", "memory": "16Gi"})], "volumes": [volume]}},
+                    "template": {"spec": {"containers": [container("head", {"cpu": "4", "memory": "16Gi"})],
+                                          "volumes": [volume]}},
                 },
                 "workerGroupSpecs": [
                     {
@@ -146,5 +148,6 @@ def submit(docs: list[dict[str, Any]], *, kubeconfig: str | None = None, context
                 client.CustomObjectsApi().create_namespaced_custom_object("ray.io", "v1", ns, "rayjobs", doc)
                 job_name = doc["metadata"]["name"]
         except client.exceptions.ApiException as exc:
-            raise ConfigError(f"kubernetes: creating {doc['kind']} {doc['metadata']['name']} failed: {exc.status} {exc.reason}") from None
+            what = f"{doc['kind']} {doc['metadata']['name']}"
+            raise ConfigError(f"kubernetes: creating {what} failed: {exc.status} {exc.reason}") from None
     return job_name

@@ -37,7 +37,14 @@ from ..core.metric import Direction
 from ..core.result import MetricSummary
 from ..errors import ConfigError, GateFailed
 from . import text as tx
-from .gates import GateResult, Limit, normalize_max_regression, regression_gates, threshold_gates, validate_threshold_gates
+from .gates import (
+    GateResult,
+    Limit,
+    normalize_max_regression,
+    regression_gates,
+    threshold_gates,
+    validate_threshold_gates,
+)
 from .pairs import PairedStats, dataset_check, metric_check, paired_stats
 from .samples import LoadedRun, load, pair
 
@@ -185,7 +192,8 @@ def _grade(mc: MetricComparison, th: Thresholds) -> None:
         mc.reasons.append(f"regressed by {reg:.4f}{rel_txt}{ptxt}, over the warn threshold {th.warn_at}")
     elif reg > 0 and mc.significant:
         mc.grade = "warn"
-        mc.reasons.append(f"regressed by {reg:.4f}{rel_txt}, under the warn threshold {th.warn_at} but significant (p={tx.pval(p)} < {th.alpha:g})")
+        mc.reasons.append(f"regressed by {reg:.4f}{rel_txt}, under the warn threshold {th.warn_at} "
+                          f"but significant (p={tx.pval(p)} < {th.alpha:g})")
     else:
         mc.grade = "pass"
         if reg > 0:
@@ -205,7 +213,8 @@ def _compare_metric(name: str, a: LoadedRun, b: LoadedRun, ds_reasons: list[str]
         raise ConfigError(f"metric {name!r} in neither run")
     reasons, notes = metric_check(sa, sb)
     reasons = list(ds_reasons) + reasons
-    mc = MetricComparison(name=name, direction=ref.direction, aggregation=ref.aggregation, comparable=False, grade="not comparable",
+    mc = MetricComparison(name=name, direction=ref.direction, aggregation=ref.aggregation, comparable=False,
+                          grade="not comparable",
                           notes=notes, baseline_mean=sa.mean if sa else None, candidate_mean=sb.mean if sb else None,
                           baseline_n=sa.n if sa else 0, candidate_n=sb.n if sb else 0)
     if sa is not None and sb is not None and sa.mean is not None and sb.mean is not None:
@@ -240,7 +249,8 @@ def _compare_metric(name: str, a: LoadedRun, b: LoadedRun, ds_reasons: list[str]
 
 
 @gc_paused()
-def compare(baseline: Any, candidate: Any, *, metrics: Iterable[str] | None = None, warn_at: Any = "1%", fail_at: Any = "5%",
+def compare(baseline: Any, candidate: Any, *, metrics: Iterable[str] | None = None, warn_at: Any = "1%",
+            fail_at: Any = "5%",
             alpha: float = 0.05, n_resamples: int = 10_000, seed: int = 0, confidence: float = 0.95,
             fail_under: Mapping[str, float] | None = None, fail_over: Mapping[str, float] | None = None,
             max_regression: Any = None) -> Comparison:
@@ -260,10 +270,12 @@ def compare(baseline: Any, candidate: Any, *, metrics: Iterable[str] | None = No
     th = Thresholds(Limit.parse(warn_at, "warn_at"), Limit.parse(fail_at, "fail_at"), alpha)
     names = _metric_names(a, b, metrics)
     ds_reasons, ds_notes = dataset_check(a.result, b.result)
-    cmp = Comparison(baseline=RunRef.of(a), candidate=RunRef.of(b), dataset_comparable=not ds_reasons, dataset_reasons=ds_reasons,
-                     notes=ds_notes, metrics={}, thresholds=th, n_resamples=n_resamples, seed=seed, confidence=confidence)
+    cmp = Comparison(baseline=RunRef.of(a), candidate=RunRef.of(b), dataset_comparable=not ds_reasons,
+                     dataset_reasons=ds_reasons, notes=ds_notes, metrics={}, thresholds=th, n_resamples=n_resamples,
+                     seed=seed, confidence=confidence)
     for name in names:
-        cmp.metrics[name] = _compare_metric(name, a, b, ds_reasons, th, n_resamples=n_resamples, seed=seed, confidence=confidence)
+        cmp.metrics[name] = _compare_metric(name, a, b, ds_reasons, th, n_resamples=n_resamples, seed=seed,
+                                            confidence=confidence)
     for ref, run in ((cmp.baseline, a), (cmp.candidate, b)):
         if run._scores is not None:
             ref.samples_reason = run._scores[1]

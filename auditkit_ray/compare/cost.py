@@ -59,8 +59,9 @@ def cost_row(label: str, r: RunResult, metrics: Sequence[str]) -> CostRow:
     p = r.perf
     return CostRow(run=label, metrics={m: (r.metrics[m].mean if m in r.metrics else None) for m in metrics},
                    latency_p50_s=p.latency_p50_s, latency_p95_s=p.latency_p95_s, latency_p99_s=p.latency_p99_s,
-                   latency_scope=p.latency_scope, throughput_samples_per_s=p.throughput_samples_per_s, tokens_per_s=p.tokens_per_s,
-                   prompt_tokens=r.tokens.prompt, completion_tokens=r.tokens.completion, model_size_bytes=p.model_size_bytes,
+                   latency_scope=p.latency_scope, throughput_samples_per_s=p.throughput_samples_per_s,
+                   tokens_per_s=p.tokens_per_s, prompt_tokens=r.tokens.prompt,
+                   completion_tokens=r.tokens.completion, model_size_bytes=p.model_size_bytes,
                    cost=p.cost, wall_s=p.wall_s)
 
 

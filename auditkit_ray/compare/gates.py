@@ -131,7 +131,8 @@ def normalize_max_regression(v: Any) -> dict[str | None, Limit]:
 
 
 # ----------------------------------------------------------------------------- threshold gates
-def validate_threshold_gates(runs: Iterable[RunResult], fail_under: Mapping[str, float], fail_over: Mapping[str, float]) -> None:
+def validate_threshold_gates(runs: Iterable[RunResult], fail_under: Mapping[str, float],
+                             fail_over: Mapping[str, float]) -> None:
     """Refuse a gate set against its metric's direction (usage error, exit 2)."""
     for run in runs:
         for name in fail_under:
@@ -150,7 +151,8 @@ def validate_threshold_gates(runs: Iterable[RunResult], fail_under: Mapping[str,
                 )
 
 
-def threshold_gates(run: RunResult, label: str, fail_under: Mapping[str, float], fail_over: Mapping[str, float]) -> list[GateResult]:
+def threshold_gates(run: RunResult, label: str, fail_under: Mapping[str, float],
+                    fail_over: Mapping[str, float]) -> list[GateResult]:
     out: list[GateResult] = []
     for flag, gates, under in (("--fail-under", fail_under, True), ("--fail-over", fail_over, False)):
         for name, limit in gates.items():
@@ -158,7 +160,8 @@ def threshold_gates(run: RunResult, label: str, fail_under: Mapping[str, float],
             s = run.metrics.get(name)
             if s is None:
                 have = ", ".join(sorted(run.metrics)) or "none"
-                out.append(GateResult(gate, label, name, False, f"{label}: {name} is not in the run (metrics: {have}) [{gate}]"))
+                out.append(GateResult(gate, label, name, False,
+                                      f"{label}: {name} is not in the run (metrics: {have}) [{gate}]"))
                 continue
             if s.mean is None:
                 out.append(GateResult(gate, label, name, False, f"{label}: {name} has no scored samples [{gate}]"))
@@ -179,26 +182,36 @@ def regression_gates(comparison: Any, limits: Mapping[str | None, Limit]) -> lis
     base, cand = comparison.baseline.label, comparison.candidate.label
     for name in [k for k in limits if k is not None and k not in comparison.metrics]:
         gate = f"--max-regression {name}={limits[name]}"
-        out.append(GateResult(gate, cand, name, False, f"{cand}: {name} is in neither run, so its regression cannot be checked [{gate}]"))
+        out.append(GateResult(gate, cand, name, False,
+                              f"{cand}: {name} is in neither run, so its regression cannot be checked [{gate}]"))
     for name, mc in comparison.metrics.items():
         limit = limits.get(name, limits.get(None))
         if limit is None:
             continue
         gate = f"--max-regression {name + '=' if name in limits else ''}{limit}"
         if not mc.comparable:
-            if name not in limits and mc.baseline_mean is None and mc.baseline_n == 0 and mc.reasons == ["metric missing in the baseline run"]:
+            if (name not in limits and mc.baseline_mean is None and mc.baseline_n == 0
+                and mc.reasons == ["metric missing in the baseline run"]):
                 continue  # a new metric: nothing to regress from
-            out.append(GateResult(gate, cand, name, False, f"{cand}: {name} cannot be checked against {base}: not comparable ({'; '.join(mc.reasons)}) [{gate}]"))
+            out.append(GateResult(gate, cand, name, False,
+                                  f"{cand}: {name} cannot be checked against {base}: not comparable "
+                                  f"({'; '.join(mc.reasons)}) [{gate}]"))
             continue
         if mc.regression is None:
-            out.append(GateResult(gate, cand, name, False, f"{cand}: {name} has no mean in one of the runs, so its regression cannot be checked [{gate}]"))
+            out.append(GateResult(gate, cand, name, False, f"{cand}: {name} has no mean in one of the runs, "
+                                                           f"so its regression cannot be checked [{gate}]"))
             continue
         measured = limit.measure(mc.regression, mc.baseline_mean)
-        shown = (f"{measured * 100:.2f}%" if math.isfinite(measured) else "inf% (baseline is 0)") if limit.relative else f"{measured:.4f}"
+        if limit.relative:
+            shown = f"{measured * 100:.2f}%" if math.isfinite(measured) else "inf% (baseline is 0)"
+        else:
+            shown = f"{measured:.4f}"
         if limit.exceeded(mc.regression, mc.baseline_mean):
-            reason = (f"{cand}: {name} regressed by {shown} vs {base} ({mc.baseline_mean:.4f} -> {mc.candidate_mean:.4f}, "
-                      f"{mc.direction.arrow}), over the limit {limit} [{gate}]")
+            reason = (f"{cand}: {name} regressed by {shown} vs {base} "
+                      f"({mc.baseline_mean:.4f} -> {mc.candidate_mean:.4f}, {mc.direction.arrow}), "
+                      f"over the limit {limit} [{gate}]")
             out.append(GateResult(gate, cand, name, False, reason))
         else:
-            out.append(GateResult(gate, cand, name, True, f"{cand}: {name} regression {shown} is within {limit} [{gate}]"))
+            out.append(GateResult(gate, cand, name, True,
+                                  f"{cand}: {name} regression {shown} is within {limit} [{gate}]"))
     return out

@@ -153,7 +153,8 @@ class Leaderboard:
 # ----------------------------------------------------------------------------- intervals
 def _group_key(run: LoadedRun, s: MetricSummary) -> str:
     ident = {k: v for k, v in (s.identity or {}).items() if k != "name"}
-    return json.dumps([run.result.dataset_fingerprint, ident, s.direction.value, s.aggregation], sort_keys=True, default=str)
+    return json.dumps([run.result.dataset_fingerprint, ident, s.direction.value, s.aggregation], sort_keys=True,
+                      default=str)
 
 
 def _clusters(cells: list[tuple[tuple[str, int], Any]]) -> tuple[list[str] | None, str | None]:
@@ -166,13 +167,16 @@ def _clusters(cells: list[tuple[tuple[str, int], Any]]) -> tuple[list[str] | Non
     return None, None
 
 
-def _interval(run: LoadedRun, s: MetricSummary, name: str, *, confidence: float, binary_ci: str, n_resamples: int, seed: int) -> dict[str, Any]:
+def _interval(run: LoadedRun, s: MetricSummary, name: str, *, confidence: float, binary_ci: str, n_resamples: int,
+              seed: int) -> dict[str, Any]:
     out: dict[str, Any] = {"stderr": s.stderr}
     scores, why = run.scores()
     if scores is None:
         if s.ci_low is not None and s.ci_high is not None:
-            out.update(ci_low=s.ci_low, ci_high=s.ci_high, ci_method=f"{s.ci_method or 'stored'} (from the run summary)",
-                       ci_note=f"per-sample table unavailable ({why}); interval taken from the run summary at its confidence {s.confidence:g}")
+            out.update(ci_low=s.ci_low, ci_high=s.ci_high,
+                       ci_method=f"{s.ci_method or 'stored'} (from the run summary)",
+                       ci_note=f"per-sample table unavailable ({why}); interval taken from the run summary at its "
+                               f"confidence {s.confidence:g}")
         else:
             out.update(ci_note=f"no interval: per-sample table unavailable ({why}) and the run summary has none")
         return out
@@ -189,15 +193,19 @@ def _interval(run: LoadedRun, s: MetricSummary, name: str, *, confidence: float,
         if metric is None:
             out.update(ci_note=f"no interval: {reason}")
         elif any(x is None for x in stats) or len({len(x) for x in stats}) != 1:  # type: ignore[arg-type]
-            out.update(ci_note="no interval: scored samples lack consistent metadata.stats to resample the corpus score")
+            out.update(
+                ci_note="no interval: scored samples lack consistent metadata.stats to resample the corpus score")
         else:
             try:
-                ci, undefined = st.corpus_bootstrap_ci(stats, metric.finalize, confidence=confidence, n_resamples=n_resamples, seed=seed)
+                ci, undefined = st.corpus_bootstrap_ci(stats, metric.finalize, confidence=confidence,
+                                                       n_resamples=n_resamples, seed=seed)
             except Exception as exc:  # noqa: BLE001
                 out.update(ci_note=f"no interval: finalize() failed on a resample ({type(exc).__name__}: {exc})")
             else:
                 if ci is not None:
-                    out.update(ci_low=ci[0], ci_high=ci[1], ci_method=f"bootstrap percentile over corpus statistics ({n_resamples} resamples, seed {seed})")
+                    out.update(ci_low=ci[0], ci_high=ci[1],
+                               ci_method=f"bootstrap percentile over corpus statistics ({n_resamples} resamples, seed "
+                                         f"{seed})")
                 if undefined:
                     notes.append(f"{undefined} resamples had an undefined corpus score")
         if notes:
@@ -219,7 +227,8 @@ def _interval(run: LoadedRun, s: MetricSummary, name: str, *, confidence: float,
             lo, hi = mean - t * se, mean + t * se
             if binary:
                 lo, hi = max(0.0, lo), min(1.0, hi)
-            out.update(ci_low=lo, ci_high=hi, ci_method=f"clustered t ({g} clusters, {kind})", clustered_stderr=se, n_clusters=g)
+            out.update(ci_low=lo, ci_high=hi, ci_method=f"clustered t ({g} clusters, {kind})", clustered_stderr=se,
+                       n_clusters=g)
             if notes:
                 out["ci_note"] = "; ".join(notes)
             return out
@@ -229,9 +238,11 @@ def _interval(run: LoadedRun, s: MetricSummary, name: str, *, confidence: float,
         lo, hi = st.wilson(k, n, confidence) if binary_ci == "wilson" else st.clopper_pearson(int(k), n, confidence)
         out.update(ci_low=lo, ci_high=hi, ci_method=binary_ci)
     else:
-        ci = st.bootstrap_mean_ci(values, confidence=confidence, n_resamples=n_resamples, seed=seed)  # type: ignore[arg-type]
+        ci = st.bootstrap_mean_ci(values, confidence=confidence,  # type: ignore[arg-type]
+                                  n_resamples=n_resamples, seed=seed)
         if ci is not None:
-            out.update(ci_low=ci[0], ci_high=ci[1], ci_method=f"bootstrap percentile ({n_resamples} resamples, seed {seed})")
+            out.update(ci_low=ci[0], ci_high=ci[1],
+                       ci_method=f"bootstrap percentile ({n_resamples} resamples, seed {seed})")
     if notes:
         out["ci_note"] = "; ".join(notes)
     return out
@@ -244,7 +255,8 @@ def _overlap(a: Entry, b: Entry) -> bool | None:
 
 
 # ----------------------------------------------------------------------------- one metric
-def _board(name: str, runs: list[LoadedRun], *, confidence: float, binary_ci: str, alpha: float, n_resamples: int, seed: int,
+def _board(name: str, runs: list[LoadedRun], *, confidence: float, binary_ci: str, alpha: float, n_resamples: int,
+           seed: int,
            pairwise: bool) -> MetricBoard:
     have = [(r, r.result.metrics[name]) for r in runs if name in r.result.metrics]
     groups: dict[str, list[int]] = {}
@@ -265,14 +277,17 @@ def _board(name: str, runs: list[LoadedRun], *, confidence: float, binary_ci: st
             e.excluded = "metric not in this run"
             continue
         if _group_key(r, s) != ref_key:
-            reasons = dataset_check(ref_run.result, r.result, (ref_run.label, r.label))[0] + metric_check(ref_s, s, (ref_run.label, r.label))[0]
-            e.excluded = f"not comparable with {ref_run.label}: " + ("; ".join(reasons) or "dataset or metric identity differs")
+            names = (ref_run.label, r.label)
+            reasons = dataset_check(ref_run.result, r.result, names)[0] + metric_check(ref_s, s, names)[0]
+            why = "; ".join(reasons) or "dataset or metric identity differs"
+            e.excluded = f"not comparable with {ref_run.label}: {why}"
             continue
         if s.mean is None:
             e.excluded = "no scored samples"
             continue
         summaries[r.label] = s
-        for key, value in _interval(r, s, name, confidence=confidence, binary_ci=binary_ci, n_resamples=n_resamples, seed=seed).items():
+        for key, value in _interval(r, s, name, confidence=confidence, binary_ci=binary_ci, n_resamples=n_resamples,
+                                    seed=seed).items():
             setattr(e, key, value)
     ranked = [e for e in board.entries if e.run in summaries]
     sign = -1.0 if board.direction is Direction.MAXIMIZE else 1.0
@@ -296,7 +311,8 @@ def _board(name: str, runs: list[LoadedRun], *, confidence: float, binary_ci: st
         for i in range(len(ranked)):
             for j in range(i + 1, len(ranked)):
                 a, b = by_label[ranked[i].run], by_label[ranked[j].run]
-                cells.append(_pair_cell(name, a, b, summaries[a.label], board.direction, board.aggregation, n_resamples=n_resamples, seed=seed, confidence=confidence))
+                cells.append(_pair_cell(name, a, b, summaries[a.label], board.direction, board.aggregation,
+                                        n_resamples=n_resamples, seed=seed, confidence=confidence))
         for c, adj in zip(cells, st.holm([c.p_value for c in cells])):
             c.p_holm = adj
             c.significant = None if adj is None else adj < alpha
@@ -322,7 +338,8 @@ def _pair_cell(name: str, a: LoadedRun, b: LoadedRun, sa: MetricSummary, directi
 
 # ----------------------------------------------------------------------------- the leaderboard
 @gc_paused()
-def leaderboard(runs: Sequence[Any], *, metrics: Iterable[str] | None = None, confidence: float = 0.95, binary_ci: str = "wilson",
+def leaderboard(runs: Sequence[Any], *, metrics: Iterable[str] | None = None, confidence: float = 0.95,
+                binary_ci: str = "wilson",
                 alpha: float = 0.05, n_resamples: int = 10_000, seed: int = 0, pairwise: bool = True,
                 cost_axis: str = "auto", quality: Iterable[str] | None = None,
                 fail_under: Mapping[str, float] | None = None, fail_over: Mapping[str, float] | None = None,
@@ -353,7 +370,8 @@ def leaderboard(runs: Sequence[Any], *, metrics: Iterable[str] | None = None, co
     if [q for q in qual if q not in names]:
         raise ConfigError(f"quality metric(s) {', '.join(q for q in qual if q not in names)} not on the leaderboard")
     axis, axis_note = choose_axis(cost_axis, [r.result for r in loaded])
-    boards = {m: _board(m, loaded, confidence=confidence, binary_ci=binary_ci, alpha=alpha, n_resamples=n_resamples, seed=seed, pairwise=pairwise)
+    boards = {m: _board(m, loaded, confidence=confidence, binary_ci=binary_ci, alpha=alpha, n_resamples=n_resamples,
+                        seed=seed, pairwise=pairwise)
               for m in names}
     lb = Leaderboard(runs=[RunRef.of(r) for r in loaded], metrics=boards, cost_axis=axis,
                      cost=[cost_row(r.label, r.result, names) for r in loaded], pareto={}, confidence=confidence,
@@ -386,7 +404,8 @@ def leaderboard(runs: Sequence[Any], *, metrics: Iterable[str] | None = None, co
         lb.baseline = RunRef.of(base)
         for r in loaded:
             cmp = compare(base, r, metrics=[m for m in names if m in r.result.metrics or m in base.result.metrics],
-                          alpha=alpha, n_resamples=n_resamples, seed=seed, confidence=confidence, max_regression=limits or None)
+                          alpha=alpha, n_resamples=n_resamples, seed=seed, confidence=confidence,
+                          max_regression=limits or None)
             lb.comparisons[r.label] = cmp
             lb.gates += cmp.gates
     return lb

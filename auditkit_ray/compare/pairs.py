@@ -29,15 +29,16 @@ from typing import Any
 
 from ..core.metric import Direction, Metric
 from ..core.result import MetricSummary, RunResult
-from .samples import Key, Pairing
 from . import stats as st
+from .samples import Key, Pairing
 
 
 def _short(fp: str | None) -> str:
     return "-" if fp is None else fp[:12]
 
 
-def dataset_check(a: RunResult, b: RunResult, names: tuple[str, str] = ("baseline", "candidate")) -> tuple[list[str], list[str]]:
+def dataset_check(a: RunResult, b: RunResult,
+                  names: tuple[str, str] = ("baseline", "candidate")) -> tuple[list[str], list[str]]:
     """(reasons the runs are not comparable, notes)."""
     fa, fb = a.dataset_fingerprint, b.dataset_fingerprint
     if fa is None and fb is None:
@@ -46,7 +47,8 @@ def dataset_check(a: RunResult, b: RunResult, names: tuple[str, str] = ("baselin
         missing = names[0] if fa is None else names[1]
         return [f"dataset fingerprint missing in the {missing} run: same data cannot be verified"], []
     if fa != fb:
-        return [f"dataset fingerprints differ ({_short(fa)} vs {_short(fb)}): the runs were evaluated on different data"], []
+        return [f"dataset fingerprints differ ({_short(fa)} vs {_short(fb)}): "
+                "the runs were evaluated on different data"], []
     return [], []
 
 
@@ -54,7 +56,8 @@ def _canon(v: Any) -> str:
     return json.dumps(v, sort_keys=True, default=str)
 
 
-def metric_check(sa: MetricSummary | None, sb: MetricSummary | None, names: tuple[str, str] = ("baseline", "candidate")) -> tuple[list[str], list[str]]:
+def metric_check(sa: MetricSummary | None, sb: MetricSummary | None,
+                 names: tuple[str, str] = ("baseline", "candidate")) -> tuple[list[str], list[str]]:
     """(reasons a metric is not comparable between two runs, notes)."""
     if sa is None or sb is None:
         return [f"metric missing in the {names[0] if sa is None else names[1]} run"], []
@@ -78,7 +81,8 @@ def metric_check(sa: MetricSummary | None, sb: MetricSummary | None, names: tupl
         def shown(d: dict, k: str) -> str:
             return _canon(d[k]) if k in d else "(unset)"
 
-        diffs = [f"{k}: {shown(pa, k)} vs {shown(pb, k)}" for k in sorted(set(pa) | set(pb)) if shown(pa, k) != shown(pb, k)]
+        diffs = [f"{k}: {shown(pa, k)} vs {shown(pb, k)}" for k in sorted(set(pa) | set(pb))
+                 if shown(pa, k) != shown(pb, k)]
         if diffs:
             reasons.append("metric params differ (" + "; ".join(diffs) + ")")
         for k in sorted((set(ia) | set(ib)) - {"name", "class", "version", "params", "direction"}):
@@ -99,7 +103,8 @@ def resolve_corpus_metric(summary: MetricSummary) -> tuple[Metric | None, str | 
     try:
         metric = build_metric(ref, dict(ident.get("params") or {}))
     except Exception as exc:  # noqa: BLE001 - any failure becomes a reason
-        return None, f"cannot rebuild metric {ref} to finalize resamples ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return None, f"cannot rebuild metric {ref} to finalize resamples ({why})"
     if type(metric).combine is not Metric.combine:
         return None, f"{ref} overrides combine(); resampling assumes statistics that merge by summing"
     return metric, None
@@ -148,12 +153,14 @@ class PairedStats:
 
 
 def _counts(p: Pairing) -> dict[str, int]:
-    return dict(n_paired=p.n, unpaired=p.unpaired, scored_only_baseline=p.scored_only_a, scored_only_candidate=p.scored_only_b,
+    return dict(n_paired=p.n, unpaired=p.unpaired, scored_only_baseline=p.scored_only_a,
+                scored_only_candidate=p.scored_only_b,
                 unscored_both=p.unscored_both, only_in_baseline=p.only_in_a, only_in_candidate=p.only_in_b)
 
 
 def paired_stats(p: Pairing, direction: Direction, aggregation: str = "mean", *, summary: MetricSummary | None = None,
-                 n_resamples: int = 10_000, seed: int = 0, confidence: float = 0.95, delta_ci: bool = True) -> PairedStats:
+                 n_resamples: int = 10_000, seed: int = 0, confidence: float = 0.95,
+                 delta_ci: bool = True) -> PairedStats:
     """Paired test and diff of candidate (``p.b``) against baseline (``p.a``);
     ``delta_ci=False`` skips the bootstrap interval of the difference."""
     out = PairedStats(**_counts(p), confidence=confidence, seed=seed)
@@ -201,7 +208,8 @@ def paired_stats(p: Pairing, direction: Direction, aggregation: str = "mean", *,
     return out
 
 
-def _corpus(out: PairedStats, p: Pairing, summary: MetricSummary | None, *, n_resamples: int, seed: int, confidence: float,
+def _corpus(out: PairedStats, p: Pairing, summary: MetricSummary | None, *, n_resamples: int, seed: int,
+            confidence: float,
             delta_ci: bool = True) -> PairedStats:
     if summary is None:
         out.reason = "no summary to rebuild the corpus metric from"
@@ -230,7 +238,8 @@ def _corpus(out: PairedStats, p: Pairing, summary: MetricSummary | None, *, n_re
         if res.note and res.p_value is None:
             out.reason = res.note
         if delta_ci:
-            out.delta_ci = st.corpus_paired_bootstrap_ci(sa, sb, metric.finalize, confidence=confidence, n_resamples=n_resamples, seed=seed)
+            out.delta_ci = st.corpus_paired_bootstrap_ci(sa, sb, metric.finalize, confidence=confidence,
+                                                         n_resamples=n_resamples, seed=seed)
             out.ci_method = f"paired bootstrap percentile over corpus statistics ({n_resamples} resamples, seed {seed})"
     except Exception as exc:  # noqa: BLE001 - a finalize failing on a resample becomes a reason
         out.reason = f"finalize() failed on resampled statistics: {type(exc).__name__}: {exc}"

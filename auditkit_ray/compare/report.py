@@ -1,18 +1,19 @@
-"""Comparisons and leaderboards for humans (aligned text) and machines (JSON)."""
+"""Comparisons and leaderboards for humans (aligned text) and machines (JSON).
+
+``Comparison.format()`` and ``Leaderboard.format()`` call in here, so this
+module names their types in words only: importing them (even for type
+checking) would make the two modules depend on each other.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import text as tx
 from .gates import Limit
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .comparison import Comparison
-    from .leaderboard import Leaderboard
 
 #: sample ids listed per diff category in the text report
 MAX_LISTED = 10
@@ -53,15 +54,16 @@ def _run_line(role: str, ref: Any) -> str:
     return f"{role:<10} {ref.label}  run {ref.run_id}  fingerprint {ref.fingerprint[:12]}  dataset {ds}{src}"
 
 
-def format_comparison(c: "Comparison") -> str:
+def format_comparison(c: Any) -> str:
+    """A ``Comparison`` as aligned text: runs, the metric table, reasons, per-sample changes, gates."""
     lines = [_run_line("baseline", c.baseline), _run_line("candidate", c.candidate)]
     if c.dataset_comparable:
         lines.append("dataset    same" + (f" ({c.notes[0]})" if c.notes else ""))
     else:
         lines.append("dataset    NOT COMPARABLE: " + "; ".join(c.dataset_reasons))
     th = c.thresholds
-    lines.append(f"grading    warn over {th.warn_at}, fail over {th.fail_at} regression; significance at alpha {th.alpha:g} "
-                 f"(paired tests: seed {c.seed}, {c.n_resamples} resamples)")
+    lines.append(f"grading    warn over {th.warn_at}, fail over {th.fail_at} regression; "
+                 f"significance at alpha {th.alpha:g} (paired tests: seed {c.seed}, {c.n_resamples} resamples)")
     for ref in (c.baseline, c.candidate):
         if ref.samples_reason:
             lines.append(f"note       {ref.label}: {ref.samples_reason}")
@@ -72,7 +74,8 @@ def format_comparison(c: "Comparison") -> str:
         p = m.paired
         rows.append([m.name, m.direction.arrow, tx.num(m.baseline_mean), tx.num(m.candidate_mean), tx.signed(m.delta),
                      tx.pct(m.retention), str(p.n_paired) if p else "-", str(p.unpaired) if p else "-",
-                     (p.test or "-") if p else "-", tx.pval(p.p_value) if p else "-", m.grade.upper() if m.grade == "fail" else m.grade])
+                     (p.test or "-") if p else "-", tx.pval(p.p_value) if p else "-",
+                     m.grade.upper() if m.grade == "fail" else m.grade])
     lines += tx.table(head, rows)
     lines.append("")
     for m in c.metrics.values():
@@ -89,10 +92,14 @@ def format_comparison(c: "Comparison") -> str:
         elif p is not None and p.n_paired:
             lines.append(f"  per sample: {p.better} better, {p.worse} worse, {p.same} unchanged")
         if p is not None and p.delta is not None:
-            ci = f" [{c.confidence:.0%} CI {tx.signed(p.delta_ci[0])}, {tx.signed(p.delta_ci[1])}]" if p.delta_ci else ""
+            ci = (f" [{c.confidence:.0%} CI {tx.signed(p.delta_ci[0])}, {tx.signed(p.delta_ci[1])}]"
+                  if p.delta_ci else "")
             test = f"; {p.test}" if p.test else ""
             if p.test and p.n_resamples:
-                test += f" (exact over {p.n_resamples} arrangements)" if p.exact else f" (Monte Carlo, {p.n_resamples} resamples, seed {p.seed})"
+                if p.exact:
+                    test += f" (exact over {p.n_resamples} arrangements)"
+                else:
+                    test += f" (Monte Carlo, {p.n_resamples} resamples, seed {p.seed})"
             elif p.test and p.exact and p.p_value == 1.0 and p.test != "mcnemar exact":
                 test += " (no pair differs)"
             lines.append(f"  paired delta {tx.signed(p.delta)} over {p.n_paired} shared samples{ci}{test}")
@@ -116,7 +123,8 @@ def format_comparison(c: "Comparison") -> str:
     return "\n".join(lines)
 
 
-def format_leaderboard(lb: "Leaderboard") -> str:
+def format_leaderboard(lb: Any) -> str:
+    """A ``Leaderboard`` as aligned text: per-metric rankings, pairwise tests, quality vs cost, gates."""
     lines = [f"leaderboard: {len(lb.runs)} runs; {lb.confidence:.0%} intervals (binary: {lb.binary_ci}); "
              f"pairwise paired tests Holm-adjusted at alpha {lb.alpha:g} (seed {lb.seed}, {lb.n_resamples} resamples)"]
     for ref in lb.runs:
@@ -125,13 +133,17 @@ def format_leaderboard(lb: "Leaderboard") -> str:
     for board in lb.metrics.values():
         lines.append("")
         better = "higher" if board.direction.value == "maximize" else "lower"
-        win = (f"tie: {', '.join(board.winners)} (intervals overlap)" if board.tie else f"winner: {board.winners[0]}") if board.winners else "no winner"
+        if not board.winners:
+            win = "no winner"
+        else:
+            win = f"tie: {', '.join(board.winners)} (intervals overlap)" if board.tie else f"winner: {board.winners[0]}"
         lines.append(f"{board.name} {board.direction.arrow} ({better} is better, {board.aggregation})  {win}")
         rows = []
         for e in board.entries:
             if e.rank is None:
                 continue
-            rows.append([str(e.rank), e.run + (" *" if e.tied_with_best else ""), tx.num(e.mean), tx.interval(e.ci_low, e.ci_high),
+            rows.append([str(e.rank), e.run + (" *" if e.tied_with_best else ""), tx.num(e.mean),
+                         tx.interval(e.ci_low, e.ci_high),
                          e.ci_method or "-", str(e.n)])
         if rows:
             lines += tx.table(["rank", "run", "mean", "interval", "method", "n"], rows, indent="  ")
@@ -169,7 +181,8 @@ def format_leaderboard(lb: "Leaderboard") -> str:
     for r in lb.cost:
         rows.append([r.run] + [tx.num(r.metrics.get(m)) for m in names] +
                     [tx.num(r.latency_p50_s, 3), tx.num(r.latency_p95_s, 3), tx.num(r.latency_p99_s, 3),
-                     tx.num(r.throughput_samples_per_s, 1), tx.num(r.tokens_per_s, 1), f"{r.prompt_tokens}+{r.completion_tokens}",
+                     tx.num(r.throughput_samples_per_s, 1), tx.num(r.tokens_per_s, 1),
+                     f"{r.prompt_tokens}+{r.completion_tokens}",
                      tx.size(r.model_size_bytes), tx.num(r.cost, 4)])
     lines += tx.table(head, rows, indent="  ")
     for n in lb.notes:

@@ -24,6 +24,7 @@ from ..core.gcpause import gc_paused
 from ..core.result import RunResult, load_run
 from ..core.rowjson import loads as row_loads
 from ..errors import ConfigError
+from ..store.samples import load_result, samples_location, try_read_samples_table
 
 Key = tuple[str, int]
 
@@ -52,37 +53,18 @@ class RunScores:
     duplicates: int = 0
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
-
-
 @gc_paused()
 def read_scores(result: RunResult, base_dir: str | os.PathLike | None = None) -> tuple[RunScores | None, str | None]:
     """Read a run's per-sample scores. Returns ``(scores, None)`` or
     ``(None, reason)``; never raises for an unreadable table."""
-    if not result.samples_path:
-        return None, "the run has no per-sample table (samples_path is empty)"
-    path = result.samples_path
-    if "://" not in path and not Path(path).is_absolute() and base_dir is not None and not Path(path).exists():
-        path = str(Path(base_dir) / path)
-    if "://" not in path and not Path(path).exists():
-        return None, f"per-sample table {path} does not exist"
-    try:
-        import pyarrow.dataset as pads
-    except ImportError:
-        return None, "reading per-sample tables needs pyarrow: pip install 'auditkit-ray[ray]'"
-    try:
-        ds = pads.dataset(path, format="parquet")
-        names = set(ds.schema.names)
-        missing = [c for c in ("sample_id", "repeat", "scores") if c not in names]
-        if missing:
-            return None, f"per-sample table {path} lacks column(s) {', '.join(missing)}"
-        cluster_col = next((c for c in CLUSTER_KEYS if c in names), None)
-        cols = ["sample_id", "repeat", "scores"] + ([cluster_col] if cluster_col else [])
-        table = ds.to_table(columns=cols)
-    except Exception as exc:  # noqa: BLE001 - any unreadable table becomes a reason
-        return None, f"cannot read per-sample table {path}: {_first_line(exc)}"
+    # pairing sorts its keys itself: the table is read as stored, unsorted
+    table, reason = try_read_samples_table(result, ["sample_id", "repeat", "scores", *CLUSTER_KEYS],
+                                           required=("sample_id", "repeat", "scores"), base_dir=base_dir, sort=False)
+    if table is None:
+        return None, reason
+    path = samples_location(result, base_dir)
+    names = table.schema.names
+    cluster_col = next((c for c in CLUSTER_KEYS if c in names), None)
     out = RunScores()
     sids = table.column("sample_id").to_pylist()
     reps = table.column("repeat").to_pylist()
@@ -129,11 +111,17 @@ class LoadedRun:
         self.source = source
         self.label = label or result.name or result.run_id
         self._scores: tuple[RunScores | None, str | None] | None = None
+        #: what other readers derive from the run once and keep with it (the report's sample rows)
+        self.cache: dict[str, Any] = {}
+
+    @property
+    def base_dir(self) -> Path | None:
+        """The local folder of the result.json the run was read from (a relative samples_path is resolved there)."""
+        return Path(self.source).parent if self.source and "://" not in self.source else None
 
     def scores(self) -> tuple[RunScores | None, str | None]:
         if self._scores is None:
-            base = Path(self.source).parent if self.source else None
-            self._scores = read_scores(self.result, base)
+            self._scores = read_scores(self.result, self.base_dir)
         return self._scores
 
     def with_scores(self, scores: RunScores | None, reason: str | None = None) -> "LoadedRun":
@@ -149,6 +137,10 @@ def load(run: Any) -> LoadedRun:
     if isinstance(run, RunResult):
         return LoadedRun(run)
     if isinstance(run, (str, os.PathLike)):
+        text = str(run)
+        if "://" in text and not text.startswith("file://"):
+            source = text if text.endswith("/result.json") else text.rstrip("/") + "/result.json"
+            return LoadedRun(load_result(text), source=source)
         p = Path(run)
         source = p / "result.json" if p.is_dir() else p
         return LoadedRun(load_run(p), source=str(source))

@@ -126,7 +126,8 @@ def _all_bit_rows(m: int):
     return bits
 
 
-def paired_permutation(a: Sequence[float], b: Sequence[float], *, n_resamples: int = 10_000, seed: int = 0) -> TestResult:
+def paired_permutation(a: Sequence[float], b: Sequence[float], *, n_resamples: int = 10_000,
+                       seed: int = 0) -> TestResult:
     """Two-sided paired sign-flip test of ``mean(b - a) == 0``.
 
     Pairs that do not differ carry no information and are left out of the
@@ -172,7 +173,8 @@ def _percentile_ci(samples, confidence: float) -> tuple[float, float] | None:
     return (float(lo), float(hi))
 
 
-def bootstrap_mean_ci(x: Sequence[float], *, confidence: float = 0.95, n_resamples: int = 10_000, seed: int = 0) -> tuple[float, float] | None:
+def bootstrap_mean_ci(x: Sequence[float], *, confidence: float = 0.95, n_resamples: int = 10_000,
+                      seed: int = 0) -> tuple[float, float] | None:
     """Percentile bootstrap interval of a mean."""
     np = _np()
     v = np.asarray(x, dtype=float)
@@ -188,7 +190,8 @@ def bootstrap_mean_ci(x: Sequence[float], *, confidence: float = 0.95, n_resampl
     return _percentile_ci(means, confidence)
 
 
-def paired_bootstrap_ci(a: Sequence[float], b: Sequence[float], *, confidence: float = 0.95, n_resamples: int = 10_000, seed: int = 0) -> tuple[float, float] | None:
+def paired_bootstrap_ci(a: Sequence[float], b: Sequence[float], *, confidence: float = 0.95, n_resamples: int = 10_000,
+                        seed: int = 0) -> tuple[float, float] | None:
     """Percentile bootstrap interval of ``mean(b - a)`` resampling pairs."""
     np = _np()
     d = np.asarray(b, dtype=float) - np.asarray(a, dtype=float)
@@ -218,7 +221,8 @@ def corpus_value(finalize: Callable[[list[float]], Any], stats) -> float | None:
     return None if v is None else float(v)
 
 
-def corpus_permutation(sa, sb, finalize: Callable[[list[float]], Any], *, n_resamples: int = 10_000, seed: int = 0) -> TestResult:
+def corpus_permutation(sa, sb, finalize: Callable[[list[float]], Any], *, n_resamples: int = 10_000,
+                       seed: int = 0) -> TestResult:
     """Paired approximate randomization for a corpus metric (as sacrebleu's
     paired test): each pair's sufficient statistics are swapped between the
     two systems with probability 1/2, the totals finalized, and the absolute
@@ -231,7 +235,8 @@ def corpus_permutation(sa, sb, finalize: Callable[[list[float]], Any], *, n_resa
     totA, totB = A.sum(axis=0), B.sum(axis=0)
     fa, fb = finalize([float(x) for x in totA]), finalize([float(x) for x in totB])
     if fa is None or fb is None:
-        return TestResult("paired approximate randomization (corpus)", None, n_resamples, seed, note="corpus score undefined")
+        return TestResult("paired approximate randomization (corpus)", None, n_resamples, seed,
+                          note="corpus score undefined")
     obs = abs(float(fb) - float(fa))
     D = B - A
     rows = np.any(D != 0, axis=1)
@@ -252,7 +257,8 @@ def corpus_permutation(sa, sb, finalize: Callable[[list[float]], Any], *, n_resa
     if 2**m <= n_resamples:
         count, undefined = count_chunk(_all_bit_rows(m).astype(float))
         total = 2**m
-        return TestResult("paired approximate randomization (corpus)", count / max(1, total - undefined) if total > undefined else None,
+        return TestResult("paired approximate randomization (corpus)",
+                          count / max(1, total - undefined) if total > undefined else None,
                           total, seed, exact=True, undefined=undefined)
     rng = np.random.default_rng(seed)
     count = undefined = done = 0
@@ -262,7 +268,8 @@ def corpus_permutation(sa, sb, finalize: Callable[[list[float]], Any], *, n_resa
         c, u = count_chunk(rng.integers(0, 2, size=(k, m)).astype(float))
         count, undefined, done = count + c, undefined + u, done + k
     valid = n_resamples - undefined
-    return TestResult("paired approximate randomization (corpus)", (1 + count) / (1 + valid), n_resamples, seed, undefined=undefined)
+    return TestResult("paired approximate randomization (corpus)", (1 + count) / (1 + valid), n_resamples, seed,
+                      undefined=undefined)
 
 
 def _bootstrap_sums(S, n_resamples: int, seed: int):
@@ -277,7 +284,8 @@ def _bootstrap_sums(S, n_resamples: int, seed: int):
         yield idx
 
 
-def corpus_bootstrap_ci(stats, finalize: Callable[[list[float]], Any], *, confidence: float = 0.95, n_resamples: int = 1_000, seed: int = 0) -> tuple[tuple[float, float] | None, int]:
+def corpus_bootstrap_ci(stats, finalize: Callable[[list[float]], Any], *, confidence: float = 0.95,
+                        n_resamples: int = 1_000, seed: int = 0) -> tuple[tuple[float, float] | None, int]:
     """Percentile bootstrap interval of a corpus score: resample samples,
     sum their statistics, finalize. Returns (interval, undefined resamples)."""
     np = _np()
@@ -291,7 +299,8 @@ def corpus_bootstrap_ci(stats, finalize: Callable[[list[float]], Any], *, confid
     return _percentile_ci(v, confidence), int(np.sum(~np.isfinite(v)))
 
 
-def corpus_paired_bootstrap_ci(sa, sb, finalize: Callable[[list[float]], Any], *, confidence: float = 0.95, n_resamples: int = 1_000, seed: int = 0) -> tuple[float, float] | None:
+def corpus_paired_bootstrap_ci(sa, sb, finalize: Callable[[list[float]], Any], *, confidence: float = 0.95,
+                               n_resamples: int = 1_000, seed: int = 0) -> tuple[float, float] | None:
     """Percentile bootstrap interval of ``finalize(B) - finalize(A)``, resampling pairs."""
     np = _np()
     A = np.asarray(sa, dtype=float)

@@ -67,7 +67,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "
     for r in cells:
         for i, c in enumerate(r):
             widths[i] = max(widths[i], len(c))
-    numeric = [bool(cells) and all(_is_numeric(r[i]) or r[i] == "-" for r in cells) and any(_is_numeric(r[i]) for r in cells)
+    numeric = [bool(cells) and all(_is_numeric(r[i]) or r[i] == "-" for r in cells)
+               and any(_is_numeric(r[i]) for r in cells)
                for i in range(len(headers))]
 
     def line(r: Sequence[str]) -> str:

@@ -39,14 +39,13 @@ from .._version import __version__
 from ..core.fingerprint import fingerprint
 from ..core.result import Perf, RunResult
 from ..errors import ConfigError
+from .lmeval_compat import import_lm_eval, lm_eval_version
 from .lmeval_support import (
     TaskOptions,
     collect_items,
     dataset_fingerprint,
     doc_scores,
-    import_lm_eval,
     jsonable,
-    lm_eval_version,
     load_tasks,
     offline,
     seeds_of,
@@ -97,13 +96,14 @@ def _cached(store: Any, fp: str, shard_size: int | None = None) -> RunResult | N
 
 
 def _record(store: Any, result: RunResult, index: bool) -> None:
-    from ..pipeline.driver import _warn_on_failure
+    from ..pipeline.runtime import warn_on_failure
     from ..store.db import ExperimentDB
 
     rel = f"runs/{result.fingerprint}/result.json"
     store.replace(rel, result.to_json().encode("utf-8"))
     if index:
-        _warn_on_failure("ExperimentDB", lambda: ExperimentDB(None).record(result, result_uri=store.uri(rel), store_uri=store.uri()))
+        warn_on_failure("ExperimentDB",
+                        lambda: ExperimentDB(None).record(result, result_uri=store.uri(rel), store_uri=store.uri()))
 
 
 def _target_text(target: Any) -> str | list[str]:
@@ -171,20 +171,24 @@ def run_lmeval(
     if engine == "lm_eval":
         return _run_direct(loaded, batch_size=batch_size or 1, device=device or "cpu", **common)
     if device not in (None, "auto", "cpu", "cuda"):
-        raise ConfigError(f"lmeval: engine 'pipeline' takes device auto, cpu or cuda (Ray picks the GPU), not {device!r}")
+        raise ConfigError(
+            f"lmeval: engine 'pipeline' takes device auto, cpu or cuda (Ray picks the GPU), not {device!r}")
     if loaded.groups:
-        raise ConfigError(f"lmeval: engine 'pipeline' takes task names, not groups or tags ({', '.join(loaded.groups)}); "
+        raise ConfigError("lmeval: engine 'pipeline' takes task names, not groups or tags "
+                          f"({', '.join(loaded.groups)}); "
                           "list the tasks, or use engine 'lm_eval'")
-    return _run_pipeline(loaded, batch_size=batch_size or 8, device=device or "auto", address=address, shard_size=shard_size,
+    return _run_pipeline(loaded, batch_size=batch_size or 8, device=device or "auto", address=address,
+                         shard_size=shard_size,
                          generation_actors=generation_actors, execution=execution or {},
                          data_dir=Path(data_dir) if data_dir else default_data_dir(), progress=progress, **common)
 
 
 # --------------------------------------------------------------------------- shared pieces
 def _model_spec(path: Path, dtype: str, batch_size: int, device: str, trust_remote_code: bool) -> Any:
-    from ..config.models import HFBackend
+    from ..backends.hf import HFSettings as HFBackend
 
-    return HFBackend(type="hf", path=str(path), dtype=dtype, batch_size=batch_size, device=device,  # type: ignore[arg-type]
+    return HFBackend(type="hf", path=str(path), dtype=dtype, batch_size=batch_size,
+                     device=device,  # type: ignore[arg-type]
                      trust_remote_code=trust_remote_code)
 
 
@@ -217,8 +221,10 @@ def _make_lm(path: Path, dtype: str, batch_size: int, device: str, trust_remote_
     )
 
 
-def _run_direct(loaded: Any, *, path: Path, seeds: tuple, opts: TaskOptions, limit: Any, dtype: str, trust_remote_code: bool,
-                store: Any, store_path: str, bootstrap_iters: int, index: bool, batch_size: int, device: str) -> list[RunResult]:
+def _run_direct(loaded: Any, *, path: Path, seeds: tuple, opts: TaskOptions, limit: Any, dtype: str,
+                trust_remote_code: bool,
+                store: Any, store_path: str, bootstrap_iters: int, index: bool, batch_size: int,
+                device: str) -> list[RunResult]:
     import lm_eval
 
     from ..config.identity import model_identity
@@ -232,8 +238,10 @@ def _run_direct(loaded: Any, *, path: Path, seeds: tuple, opts: TaskOptions, lim
     todo = []
     for tname, task in loaded.tasks.items():
         ident = task_identity(task)
-        fp = fingerprint({"kind": "lm_eval_run", "engine": "lm_eval", "package_version": __version__, "lm_eval_version": lm_version,
-                          "model": mident, "task": ident, "limit": limit, "seeds": list(seeds), "bootstrap_iters": bootstrap_iters})
+        fp = fingerprint({"kind": "lm_eval_run", "engine": "lm_eval", "package_version": __version__,
+                          "lm_eval_version": lm_version,
+                          "model": mident, "task": ident, "limit": limit, "seeds": list(seeds),
+                          "bootstrap_iters": bootstrap_iters})
         hit = _cached(store, fp)
         if hit is not None:
             results[tname] = hit
@@ -249,7 +257,8 @@ def _run_direct(loaded: Any, *, path: Path, seeds: tuple, opts: TaskOptions, lim
                     bootstrap_iters=bootstrap_iters, random_seed=seeds[0], numpy_random_seed=seeds[1],
                     torch_random_seed=seeds[2], fewshot_random_seed=seeds[3], task_manager=loaded.manager)
             wall = time.perf_counter() - t0
-            result = _direct_result(out, task, tname, ident, fp, wall=wall, mspec=mspec, mident=mident, lm_version=lm_version,
+            result = _direct_result(out, task, tname, ident, fp, wall=wall, mspec=mspec, mident=mident,
+                                    lm_version=lm_version,
                                     seeds=seeds, opts=opts, limit=limit, bootstrap_iters=bootstrap_iters, store=store,
                                     store_path=store_path, device=device)
             _record(store, result, index)
@@ -260,8 +269,8 @@ def _run_direct(loaded: Any, *, path: Path, seeds: tuple, opts: TaskOptions, lim
 def _direct_result(out: dict, task: Any, tname: str, ident: dict, fp: str, *, wall: float, mspec: Any, mident: dict,
                    lm_version: str, seeds: tuple, opts: TaskOptions, limit: Any, bootstrap_iters: int, store: Any,
                    store_path: str, device: str) -> RunResult:
+    from ..actors import tables
     from ..core.secrets import redact
-    from ..pipeline import tables
     from ..store.layout import RunLayout
 
     generate = task.OUTPUT_TYPE == "generate_until"
@@ -286,7 +295,8 @@ def _direct_result(out: dict, task: Any, tname: str, ident: dict, fp: str, *, wa
         else:
             raw = [list(r[0]) for r in ex["resps"]]
             rows = [({"sample_id": sid, "repeat": 0, "choice": k, "prompt": a[0]},
-                     {"text": a[1], "raw_text": a[1], "finish_reason": "loglikelihood"}) for k, a in enumerate(ex["arguments"])]
+                     {"text": a[1], "raw_text": a[1], "finish_reason": "loglikelihood"})
+                    for k, a in enumerate(ex["arguments"])]
         doc = [s.model_dump(mode="json") for s in doc_scores(task, d["per_filter"], d["filtered"], raw)]
         per_doc.append(doc)
         for k, (req, gen) in enumerate(rows):
@@ -300,11 +310,13 @@ def _direct_result(out: dict, task: Any, tname: str, ident: dict, fp: str, *, wa
     table = tables.run_table(0, items, targets, gens, [{} for _ in items], scores, worker)
     store.replace(layout.shard(0), _table_bytes(table))
     store.replace(layout.manifest, json.dumps({"name": tname, "fingerprint": fp, "engine": "lm_eval", "n_shards": 1,
-                                               "shard_size": layout.shard_size, "n_samples": n_docs, "state": "complete"},
+                                               "shard_size": layout.shard_size, "n_samples": n_docs,
+                                               "state": "complete"},
                                               indent=2).encode())
     metrics = summaries(task, collect_items(per_doc), higher_is_better=out["higher_is_better"][tname], ident=ident,
                         lm_version=lm_version, bootstrap_iters=bootstrap_iters, reported=out["results"][tname])
-    meta = _lm_meta("lm_eval", task, ident, lm_version=lm_version, seeds=seeds, limit=limit, bootstrap_iters=bootstrap_iters,
+    meta = _lm_meta("lm_eval", task, ident, lm_version=lm_version, seeds=seeds, limit=limit,
+                    bootstrap_iters=bootstrap_iters,
                     opts=opts, n_samples=jsonable(out.get("n-samples", {}).get(tname)),
                     results=jsonable(out["results"][tname]))
     meta["n_shot"] = out.get("n-shot", {}).get(tname, ident["num_fewshot"])
@@ -318,7 +330,8 @@ def _direct_result(out: dict, task: Any, tname: str, ident: dict, fp: str, *, wa
                           "seeds": list(seeds), "bootstrap_iters": bootstrap_iters, "device": device},
               "seed": seeds[0], "store": {"path": store_path}}
     return RunResult(
-        run_id=fp[:16], name=config["name"], fingerprint=fp, dataset_fingerprint=dataset_fingerprint(ident, limit, seeds),
+        run_id=fp[:16], name=config["name"], fingerprint=fp,
+        dataset_fingerprint=dataset_fingerprint(ident, limit, seeds),
         package_version=__version__, seed=seeds[0], config=redact(config), metrics=metrics,
         perf=Perf(wall_s=wall, generation_s=wall, samples=len(items), generated=len(items),
                   throughput_samples_per_s=len(items) / wall if wall else None),
@@ -363,7 +376,8 @@ def _generation_settings(tname: str, gen_kwargs: dict) -> dict[str, Any]:
     top_p = kw.pop("top_p", None)
     top_k = kw.pop("top_k", None)
     if kw:
-        raise ConfigError(f"lm-eval task {tname!r}: generation_kwargs {sorted(kw)} have no equivalent in the hf backend; "
+        raise ConfigError(f"lm-eval task {tname!r}: generation_kwargs {sorted(kw)} have no equivalent in the hf "
+                          "backend; "
                           "use engine 'lm_eval'")
     return {"max_new_tokens": max_new, "temperature": temperature if sampling else 0.0, "top_p": float(top_p or 1.0),
             "top_k": int(top_k) if top_k else None, "stop": until}
@@ -399,7 +413,8 @@ def _docs_dataset(task: Any, tname: str, limit: Any, seeds: tuple, data_dir: Pat
             if gen_kwargs is None:
                 gen_kwargs, repeats = dict(args[0][1]), int(insts[0].repeats or 1)
             elif dict(args[0][1]) != gen_kwargs:
-                raise ConfigError(f"lm-eval task {tname!r}: generation_kwargs differ between docs; use engine 'lm_eval'")
+                raise ConfigError(
+                    f"lm-eval task {tname!r}: generation_kwargs differ between docs; use engine 'lm_eval'")
         lines.append(json.dumps(rec, ensure_ascii=False, sort_keys=True))
     if not lines:
         raise ConfigError(f"lm-eval task {tname!r}: no docs")
@@ -423,7 +438,8 @@ def _docs_dataset(task: Any, tname: str, limit: Any, seeds: tuple, data_dir: Pat
     return path, how
 
 
-def _run_pipeline(loaded: Any, *, path: Path, seeds: tuple, opts: TaskOptions, limit: Any, dtype: str, trust_remote_code: bool,
+def _run_pipeline(loaded: Any, *, path: Path, seeds: tuple, opts: TaskOptions, limit: Any, dtype: str,
+                  trust_remote_code: bool,
                   store: Any, store_path: str, bootstrap_iters: int, index: bool, batch_size: int, device: str,
                   address: str | None, shard_size: int, generation_actors: int, execution: dict, data_dir: Path,
                   progress: bool) -> list[RunResult]:
@@ -442,7 +458,8 @@ def _run_pipeline(loaded: Any, *, path: Path, seeds: tuple, opts: TaskOptions, l
         spec = run_spec_from_dict({
             "name": f"pipeline:{tname}/{path.name}",
             "model": model,
-            "dataset": {"path": str(docs), "format": "jsonl", "id_field": "id", "input_field": "input", "target_field": "target",
+            "dataset": {"path": str(docs), "format": "jsonl", "id_field": "id", "input_field": "input",
+                        "target_field": "target",
                         "choices_field": "choices" if task.OUTPUT_TYPE == "multiple_choice" else None},
             "prompt": how["prompt"],
             "generation": how.get("generation", {}),
@@ -465,7 +482,8 @@ def _run_pipeline(loaded: Any, *, path: Path, seeds: tuple, opts: TaskOptions, l
         with offline(loaded.local):  # the scoring actors load the task too
             raw = evaluate_specs([s for _, _, _, s, _ in todo], address=address, progress=progress)
         for (tname, task, ident, spec, how), res in zip(todo, raw):
-            result = _map_pipeline_result(res, task, ident, how, lm_version=lm_version, seeds=seeds, opts=opts, limit=limit,
+            result = _map_pipeline_result(res, task, ident, how, lm_version=lm_version, seeds=seeds, opts=opts,
+                                          limit=limit,
                                           bootstrap_iters=bootstrap_iters)
             _record(store, result, index)
             results[tname] = result
@@ -476,10 +494,10 @@ def _map_pipeline_result(res: RunResult, task: Any, ident: dict, how: dict, *, l
                          opts: TaskOptions, limit: Any, bootstrap_iters: int) -> RunResult:
     """Replace the pipeline's summaries by lm-eval's aggregates over the
     stored per-sample items, and record the task's lm-eval facts."""
-    from ..api import samples_table
     from ..core.rowjson import loads as row_loads
+    from ..store.samples import read_samples_table
 
-    table = samples_table(res).select(["sample_id", "scores"]).to_pylist()
+    table = read_samples_table(res, ["sample_id", "scores"]).to_pylist()
     per_doc, seen = [], set()
     for row in table:  # sample order; a doc's scores sit on its first row
         if row["sample_id"] in seen:
@@ -488,7 +506,8 @@ def _map_pipeline_result(res: RunResult, task: Any, ident: dict, how: dict, *, l
         per_doc.append(row_loads(row["scores"]))
     metrics = summaries(task, collect_items(per_doc), higher_is_better=task.higher_is_better(), ident=ident,
                         lm_version=lm_version, bootstrap_iters=bootstrap_iters)
-    meta = _lm_meta("pipeline", task, ident, lm_version=lm_version, seeds=seeds, limit=limit, bootstrap_iters=bootstrap_iters,
+    meta = _lm_meta("pipeline", task, ident, lm_version=lm_version, seeds=seeds, limit=limit,
+                    bootstrap_iters=bootstrap_iters,
                     opts=opts, n_samples={"effective": how["n_docs"], "original": len(task.eval_docs)})
     return res.model_copy(update={
         "metrics": metrics,

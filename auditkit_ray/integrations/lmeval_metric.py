@@ -37,13 +37,15 @@ class LMEvalTaskMetric(Metric):
                  bootstrap_iters: int | None = None, on: str | None = None) -> None:
         # bootstrap_iters is used by the driver (task-level stderr); it is a
         # parameter so that it enters the run's fingerprint
-        super().__init__(task=task, config_hash=config_hash, include_path=list(include_path or []), num_fewshot=num_fewshot,
+        super().__init__(task=task, config_hash=config_hash, include_path=list(include_path or []),
+                         num_fewshot=num_fewshot,
                          fewshot_seed=fewshot_seed, lm_eval_version=lm_eval_version, bootstrap_iters=bootstrap_iters)
         self.task_name = task
 
     # ------------------------------------------------------------------ the task
     def _task(self) -> Any:
-        from .lmeval_support import TaskOptions, lm_eval_version, load_tasks, task_identity
+        from .lmeval_compat import lm_eval_version
+        from .lmeval_support import TaskOptions, load_tasks, task_identity
 
         p = self.params
         opts = TaskOptions(tuple(p["include_path"]), p["num_fewshot"], p["fewshot_seed"])
@@ -52,7 +54,8 @@ class LMEvalTaskMetric(Metric):
             task = load_tasks([self.task_name], opts).tasks[self.task_name]
             ident = task_identity(task)
             if ident["config_hash"] != p["config_hash"]:
-                raise RuntimeError(f"lm-eval task {self.task_name!r} loads with config hash {ident['config_hash'][:12]} here, "
+                raise RuntimeError(f"lm-eval task {self.task_name!r} loads with config hash "
+                                   f"{ident['config_hash'][:12]} here, "
                                    f"{p['config_hash'][:12]} on the driver: its YAML or data differ on this node")
             if p.get("lm_eval_version") and lm_eval_version() != p["lm_eval_version"]:
                 raise RuntimeError(f"lm-eval {lm_eval_version()} here, {p['lm_eval_version']} on the driver")
@@ -60,9 +63,10 @@ class LMEvalTaskMetric(Metric):
         return _TASKS[key]
 
     def metric_names(self, task: Any) -> list[str]:
+        from .lmeval_compat import task_filters
         from .lmeval_support import score_name
 
-        filters = [f.name for f in getattr(task, "_filters", [])] or ["none"]
+        filters = [f.name for f in task_filters(task)] or ["none"]
         return [score_name(m, f) for f in filters for m in (task.aggregation() or {})]
 
     # ------------------------------------------------------------------ scoring
@@ -72,6 +76,7 @@ class LMEvalTaskMetric(Metric):
     def score_group(self, sample: Sample, generations: list[Generation], contexts: list[dict]) -> list[Score]:
         from lm_eval.api.instance import Instance
 
+        from .lmeval_compat import task_filters
         from .lmeval_support import doc_scores
 
         task = self._task()
@@ -87,7 +92,8 @@ class LMEvalTaskMetric(Metric):
             kinds = ["generate_until"]
         else:
             by_choice = sorted(generations, key=lambda g: (g.metadata or {}).get("choice") or 0)
-            resps_per_instance = [[(float(g.metadata["loglikelihood"]), bool(g.metadata["is_greedy"]))] for g in by_choice]
+            resps_per_instance = [[(float(g.metadata["loglikelihood"]),
+                                    bool(g.metadata["is_greedy"]))] for g in by_choice]
             kinds = ["loglikelihood"] * len(by_choice)
         instances = []
         for idx, (kind, resps) in enumerate(zip(kinds, resps_per_instance)):
@@ -95,7 +101,7 @@ class LMEvalTaskMetric(Metric):
                             metadata=(self.task_name, doc_id, len(resps)))
             inst.resps = list(resps)
             instances.append(inst)
-        for ensemble in task._filters:
+        for ensemble in task_filters(task):
             ensemble.apply(instances)
         per_filter: dict[str, dict[str, Any]] = {}
         filtered: dict[str, Any] = {}

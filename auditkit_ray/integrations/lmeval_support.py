@@ -22,7 +22,8 @@ from ..core.fingerprint import fingerprint
 from ..core.metric import Direction
 from ..core.result import MetricSummary
 from ..core.types import Score, Status
-from ..errors import ConfigError, require
+from ..errors import ConfigError
+from .lmeval_compat import import_lm_eval, load_task_yaml
 
 #: the tasks that ship with auditkit-ray (always on the include path)
 TASKS_DIR = Path(__file__).resolve().with_name("lmeval_tasks")
@@ -32,23 +33,6 @@ LOCAL_BUILDERS = frozenset({"json", "csv", "parquet", "text", "arrow"})
 _SLOW_BOOTSTRAP = ("bleu", "chrf", "chrf++", "ter")
 #: lm-eval's default seeds: python random, numpy, torch, few-shot sampler
 DEFAULT_SEEDS = (0, 1234, 1234, 1234)
-
-
-def import_lm_eval() -> Any:
-    return require("lm_eval", "lmeval")
-
-
-def lm_eval_version() -> str:
-    lm_eval = import_lm_eval()
-    version = getattr(lm_eval, "__version__", None)
-    if version:
-        return str(version)
-    from importlib.metadata import PackageNotFoundError, version as dist_version
-
-    try:
-        return dist_version("lm_eval")
-    except PackageNotFoundError:  # pragma: no cover - a source checkout
-        return "unknown"
 
 
 def score_name(metric: str, filter_key: str) -> str:
@@ -108,7 +92,8 @@ def offline(enabled: bool) -> Iterator[None]:
 
     os.environ["HF_DATASETS_OFFLINE"] = "1"
     cfg = sys.modules.get("datasets.config")
-    saved = {k: getattr(cfg, k) for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE") if cfg is not None and hasattr(cfg, k)}
+    saved = {k: getattr(cfg, k) for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+             if cfg is not None and hasattr(cfg, k)}
     for k in saved:
         setattr(cfg, k, True)
     try:
@@ -218,9 +203,7 @@ def load_tasks(names: list[str], opts: TaskOptions) -> LoadedTasks:
     for name in names:
         entry = tm.task_index[name]
         if _kind(entry) == "TASK" and getattr(entry, "yaml_path", None):
-            from lm_eval.tasks._yaml_loader import load_yaml
-
-            cfg = load_yaml(entry.yaml_path, resolve_func=True)
+            cfg = load_task_yaml(entry.yaml_path)
             if "class" not in cfg:
                 resolve_data_files(cfg, Path(entry.yaml_path).parent)
                 local = local and is_local(cfg)
@@ -366,7 +349,8 @@ def aggregate(task: Any, metric: str, items: list[Any], bootstrap_iters: int) ->
     value = agg(items)
     stderr = None
     if bootstrap_iters and bootstrap_iters > 0 and len(items) > 1:
-        fn = stderr_for_metric(metric=agg, bootstrap_iters=min(bootstrap_iters, 100) if metric in _SLOW_BOOTSTRAP else bootstrap_iters)
+        iters = min(bootstrap_iters, 100) if metric in _SLOW_BOOTSTRAP else bootstrap_iters
+        fn = stderr_for_metric(metric=agg, bootstrap_iters=iters)
         stderr = fn(items) if fn else None
     return _float(value), _float(stderr)
 
@@ -378,7 +362,8 @@ def _float(v: Any) -> float | None:
 
 
 def summaries(task: Any, collected: dict[str, MetricItems], *, higher_is_better: dict[str, Any], ident: dict[str, Any],
-              lm_version: str, bootstrap_iters: int, reported: dict[str, Any] | None = None) -> dict[str, MetricSummary]:
+              lm_version: str, bootstrap_iters: int,
+              reported: dict[str, Any] | None = None) -> dict[str, MetricSummary]:
     """MetricSummary per lm-eval (metric, filter): the mean is lm-eval's
     aggregate (``reported`` by simple_evaluate, or computed here with its
     aggregation functions from the per-sample items), the direction its

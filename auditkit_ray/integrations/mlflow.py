@@ -50,9 +50,11 @@ def _experiment_id(client: Any, name: str, artifact_location: str | None = None)
     return exp.experiment_id if exp else client.create_experiment(name, artifact_location=artifact_location)
 
 
-def start_parent(uri: str, experiment: str, name: str, tags: dict[str, str] | None = None, artifact_location: str | None = None) -> str:
+def start_parent(uri: str, experiment: str, name: str, tags: dict[str, str] | None = None,
+                 artifact_location: str | None = None) -> str:
     _, client = _client(uri)
-    run = client.create_run(_experiment_id(client, experiment, artifact_location), run_name=name, tags={"auditkit.kind": "sweep", **(tags or {})})
+    run = client.create_run(_experiment_id(client, experiment, artifact_location), run_name=name,
+                            tags={"auditkit.kind": "sweep", **(tags or {})})
     return run.info.run_id
 
 
@@ -61,10 +63,18 @@ def end_run(uri: str, run_id: str, status: str = "FINISHED") -> None:
     client.set_terminated(run_id, status=status)
 
 
-def mirror_run(result: RunResult, uri: str, experiment: str, samples_table: Any = None, parent_run_id: str | None = None,
+def mirror_run(result: RunResult, uri: str, experiment: str, samples_table: Any = None,
+               parent_run_id: str | None = None,
                artifact_location: str | None = None) -> str:
+    """Mirror one run; its per-sample table (read from the result store
+    unless ``samples_table`` is given) becomes an artifact. Returns the MLflow run id."""
     from mlflow.entities import Metric as MLMetric
     from mlflow.entities import Param, RunTag
+
+    if samples_table is None and result.samples_path:
+        from ..store.samples import read_samples_table
+
+        samples_table = read_samples_table(result)
 
     _, client = _client(uri)
     tags = {
@@ -82,11 +92,14 @@ def mirror_run(result: RunResult, uri: str, experiment: str, samples_table: Any 
     metrics = []
     for name, m in result.metrics.items():
         base = _key(name)
-        for suffix, value in (("", m.mean), (".ci_low", m.ci_low), (".ci_high", m.ci_high), (".n", m.n), (".unscored", m.unscored)):
+        for suffix, value in (("", m.mean), (".ci_low", m.ci_low), (".ci_high", m.ci_high), (".n", m.n),
+                              (".unscored", m.unscored)):
             if value is not None:
                 metrics.append(MLMetric(base + suffix, float(value), 0, 0))
-    for name, value in (("perf.wall_s", result.perf.wall_s), ("perf.throughput_samples_per_s", result.perf.throughput_samples_per_s),
-                        ("perf.latency_p50_s", result.perf.latency_p50_s), ("tokens.completion", result.tokens.completion)):
+    for name, value in (("perf.wall_s", result.perf.wall_s),
+                        ("perf.throughput_samples_per_s", result.perf.throughput_samples_per_s),
+                        ("perf.latency_p50_s", result.perf.latency_p50_s),
+                        ("tokens.completion", result.tokens.completion)):
         if value is not None:
             metrics.append(MLMetric(name, float(value), 0, 0))
     for i in range(0, len(params), 100):

@@ -21,7 +21,8 @@ from typing import Any
 
 from ..errors import ConfigError
 
-SCALE = ((0.9, "brightgreen"), (0.75, "green"), (0.6, "yellowgreen"), (0.4, "yellow"), (0.2, "orange"), (float("-inf"), "red"))
+SCALE = ((0.9, "brightgreen"), (0.75, "green"), (0.6, "yellowgreen"), (0.4, "yellow"), (0.2, "orange"),
+         (float("-inf"), "red"))
 GRADE_COLOR = {"pass": "brightgreen", "warn": "yellow", "fail": "red", "not comparable": "lightgrey"}
 
 

@@ -101,7 +101,8 @@ def detect_grid(runs: list[Any]) -> Grid | None:
         keys = list(dict.fromkeys(k for v in named.values() for k in v))
         varying = [k for k in keys if len({v.get(k) for v in named.values()}) > 1]
         if varying:
-            return Grid(params=varying, values={lab: {k: v.get(k, "-") for k in varying} for lab, v in named.items()}, source="names")
+            return Grid(params=varying, values={lab: {k: v.get(k, "-") for k in varying} for lab, v in named.items()},
+                        source="names")
     flat = {lab: _flatten(r.result.config or {}) for lab, r in zip(labels, runs)}
     keys = list(dict.fromkeys(k for v in flat.values() for k in v))
     varying = [k for k in keys if len({v.get(k) for v in flat.values()}) > 1]

@@ -33,11 +33,14 @@ SNIPPET = 400
 FULL = 20_000
 
 CSS = """
-:root{--fg:#1f2328;--muted:#656d76;--line:#d0d7de;--bg:#fff;--panel:#f6f8fa;--accent:#0969da;--good:#1a7f37;--bad:#cf222e;--warn:#9a6700}
+:root{--fg:#1f2328;--muted:#656d76;--line:#d0d7de;--bg:#fff;--panel:#f6f8fa;--accent:#0969da;--good:#1a7f37;
+  --bad:#cf222e;--warn:#9a6700}
 *{box-sizing:border-box}
-body{margin:0;font:14px/1.45 -apple-system,BlinkMacSystemFont,"Segoe UI",Helvetica,Arial,sans-serif;color:var(--fg);background:var(--bg)}
+body{margin:0;font:14px/1.45 -apple-system,BlinkMacSystemFont,"Segoe UI",Helvetica,Arial,sans-serif;color:var(--fg);
+  background:var(--bg)}
 header{padding:20px 32px 12px;border-bottom:1px solid var(--line);background:var(--panel)}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 10px;padding-bottom:4px;border-bottom:1px solid var(--line)}
+h1{font-size:22px;margin:0 0 4px}
+h2{font-size:18px;margin:28px 0 10px;padding-bottom:4px;border-bottom:1px solid var(--line)}
 h3{font-size:15px;margin:18px 0 8px}
 main{padding:0 32px 40px;max-width:1500px}
 nav{margin-top:8px}nav a{margin-right:14px;color:var(--accent);text-decoration:none}
@@ -74,16 +77,20 @@ svg.chart .front-line{fill:none;stroke:var(--good);stroke-width:1.6;stroke-dasha
 svg.chart .point-label{font-size:11px;fill:var(--muted)}
 svg.chart .mark.hl .dot{stroke:#000;stroke-width:2.5}
 svg.chart .mark.hl .label,svg.chart .mark.hl .point-label{font-weight:700;fill:#000}
-pre{white-space:pre-wrap;word-break:break-word;margin:0;font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
+pre{white-space:pre-wrap;word-break:break-word;margin:0;
+  font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 td pre{max-width:360px;max-height:160px;overflow:auto}
 .scroll{overflow-x:auto;max-width:100%}
 td code.ann{white-space:pre-wrap;word-break:break-word}
 details{margin:6px 0}summary{cursor:pointer}
 .samples td{font-size:13px}
-code{font:12px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:var(--panel);padding:1px 4px;border-radius:4px}
-.chip{display:inline-block;padding:0 6px;margin:1px 2px;border-radius:10px;background:var(--panel);font-size:12px;white-space:nowrap}
+code{font:12px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:var(--panel);padding:1px 4px;
+  border-radius:4px}
+.chip{display:inline-block;padding:0 6px;margin:1px 2px;border-radius:10px;background:var(--panel);font-size:12px;
+  white-space:nowrap}
 .chip.bad{background:#ffebe9;color:var(--bad)}.chip.good{background:#dafbe1;color:var(--good)}
-dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:6px 0}dl.kv dt{color:var(--muted)}dl.kv dd{margin:0}
+dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:6px 0}dl.kv dt{color:var(--muted)}
+dl.kv dd{margin:0}
 footer{color:var(--muted);padding:12px 32px;border-top:1px solid var(--line)}
 """
 
@@ -107,7 +114,8 @@ JS = r"""
       var ka = a.k, kb = b.k, missA = ka === "" || ka === "-", missB = kb === "" || kb === "-";
       if (missA || missB) { return missA === missB ? a.i - b.i : (missA ? 1 : -1); }
       var c;
-      if (numeric) { c = parseFloat(ka) - parseFloat(kb); } else { c = ka.localeCompare(kb, undefined, { numeric: true }); }
+      if (numeric) { c = parseFloat(ka) - parseFloat(kb); }
+      else { c = ka.localeCompare(kb, undefined, { numeric: true }); }
       if (c === 0) { return a.i - b.i; }
       return dir === "asc" ? c : -c;
     });
@@ -129,7 +137,9 @@ JS = r"""
         sortTable(table, th, dir);
       };
       th.addEventListener("click", activate);
-      th.addEventListener("keydown", function (ev) { if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); activate(); } });
+      th.addEventListener("keydown", function (ev) {
+        if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); activate(); }
+      });
     });
   });
   // highlight a run across every chart on hover
@@ -137,7 +147,9 @@ JS = r"""
   Array.prototype.forEach.call(marks, function (m) {
     m.addEventListener("mouseenter", function () {
       var run = m.getAttribute("data-run");
-      Array.prototype.forEach.call(marks, function (o) { o.classList.toggle("hl", o.getAttribute("data-run") === run); });
+      Array.prototype.forEach.call(marks, function (o) {
+        o.classList.toggle("hl", o.getAttribute("data-run") === run);
+      });
     });
     m.addEventListener("mouseleave", function () {
       Array.prototype.forEach.call(marks, function (o) { o.classList.remove("hl"); });
@@ -200,7 +212,8 @@ def _pre(v: Any, n: int = SNIPPET) -> str:
 
 
 def _unit(report: Any, metric: str) -> bool:
-    vals = [v for r in report.runs if (s := r.result.metrics.get(metric)) is not None for v in (s.mean, s.ci_low, s.ci_high) if v is not None]
+    vals = [v for r in report.runs if (s := r.result.metrics.get(metric)) is not None
+            for v in (s.mean, s.ci_low, s.ci_high) if v is not None]
     return bool(vals) and all(0 <= v <= 1 for v in vals)
 
 
@@ -215,13 +228,15 @@ def _header(report: Any) -> list[str]:
     lb = report.board
     bits.append(f"{lb.confidence:.0%} intervals (binary: {e(lb.binary_ci)})")
     bits.append(f"pairwise paired tests Holm-adjusted at α = {lb.alpha:g}")
+    status = ("ok", "Result: ok") if not fails else ("fail", f"Result: {len(fails)} gate(s) failed")
     out = ["<header>", f"<h1>auditkit-ray report: {e(report.title)}</h1>", f'<p class="meta">{" · ".join(bits)}</p>',
            f'<p class="meta">generated {e(report.generated_at)} by auditkit-ray {e(__version__)}</p>',
-           f'<span class="status {"ok" if not fails else "fail"}">{"Result: ok" if not fails else f"Result: {len(fails)} gate(s) failed"}</span>',
+           f'<span class="status {status[0]}">{status[1]}</span>',
            "<nav>"]
     links = [("regressions", "Regressions")] if report.baseline is not None else []
     links += [("gates", "Gates")] if lb.gates else []
-    links += [("leaderboard", "Leaderboard"), ("charts", "Charts"), ("retention", "Retention"), ("pareto", "Quality vs cost"),
+    links += [("leaderboard", "Leaderboard"), ("charts", "Charts"), ("retention", "Retention"),
+              ("pareto", "Quality vs cost"),
               ("samples", "Samples"), ("runs", "Runs")]
     out += [f'<a href="#{k}">{v}</a>' for k, v in links]
     out += ["</nav>", "</header>"]
@@ -239,9 +254,11 @@ def _regressions(report: Any) -> list[str]:
         out.append(f"<p>No regressions against {e(report.baseline.label)}.</p></section>")
         return out
     out.append('<table class="sortable" id="regressions-table"><thead><tr>'
-               '<th data-key="run">run</th><th data-key="metric">metric</th><th>dir</th><th class="num" data-type="num">baseline</th>'
+               '<th data-key="run">run</th><th data-key="metric">metric</th><th>dir</th>'
+               '<th class="num" data-type="num">baseline</th>'
                '<th class="num" data-type="num">candidate</th><th class="num" data-type="num">Δ</th>'
-               '<th class="num" data-type="num">retention</th><th class="num" data-type="num">p</th><th>grade</th><th>why</th></tr></thead><tbody>')
+               '<th class="num" data-type="num">retention</th><th class="num" data-type="num">p</th>'
+               '<th>grade</th><th>why</th></tr></thead><tbody>')
     for label, mc in regs:
         p = mc.paired.p_value if mc.paired is not None else None
         out.append(f"<tr><td>{e(label)}</td><td>{e(mc.name)}</td><td>{mc.direction.arrow}</td>"
@@ -250,8 +267,10 @@ def _regressions(report: Any) -> list[str]:
                    f'<td class="num" data-sort="{_sort_val(mc.delta)}">{e(tx.signed(mc.delta))}</td>'
                    f'<td class="num" data-sort="{_sort_val(mc.retention)}">{e(tx.pct(mc.retention))}</td>'
                    f'<td class="num" data-sort="{_sort_val(p)}">{e(tx.pval(p))}{" *" if mc.significant else ""}</td>'
-                   f'<td class="grade-{e(mc.grade.split()[0])}">{e(mc.grade)}</td><td>{e("; ".join(mc.reasons))}</td></tr>')
-    out.append(f'</tbody></table><p class="legend-text">* paired test significant at α = {report.alpha:g}.</p></section>')
+                   f'<td class="grade-{e(mc.grade.split()[0])}">{e(mc.grade)}</td>'
+                   f'<td>{e("; ".join(mc.reasons))}</td></tr>')
+    out.append(
+        f'</tbody></table><p class="legend-text">* paired test significant at α = {report.alpha:g}.</p></section>')
     return out
 
 
@@ -259,10 +278,12 @@ def _gates(report: Any) -> list[str]:
     gates = report.board.gates
     if not gates:
         return []
-    out = ['<section id="gates"><h2>Gates</h2><table><thead><tr><th>result</th><th>run</th><th>gate</th><th>reason</th></tr></thead><tbody>']
+    out = ['<section id="gates"><h2>Gates</h2><table><thead>'
+           '<tr><th>result</th><th>run</th><th>gate</th><th>reason</th></tr></thead><tbody>']
     for g in sorted(gates, key=lambda g: g.passed):
         cls = "" if g.passed else ' class="grade-fail"'
-        out.append(f"<tr><td{cls}>{'ok' if g.passed else 'FAIL'}</td><td>{e(g.run)}</td><td><code>{e(g.gate)}</code></td><td>{e(g.reason)}</td></tr>")
+        out.append(f"<tr><td{cls}>{'ok' if g.passed else 'FAIL'}</td><td>{e(g.run)}</td>"
+                   f"<td><code>{e(g.gate)}</code></td><td>{e(g.reason)}</td></tr>")
     out.append("</tbody></table></section>")
     return out
 
@@ -275,7 +296,8 @@ def _leaderboard(report: Any) -> list[str]:
     head = ['<th class="num" data-key="rank" data-type="num" data-first="asc">rank</th>', '<th data-key="run">run</th>']
     for m in metrics:
         d = lb.metrics[m].direction
-        head.append(f'<th class="num" data-key="{e(m)}" data-type="num" data-first="{"desc" if d.value == "maximize" else "asc"}" '
+        head.append(f'<th class="num" data-key="{e(m)}" data-type="num" '
+                    f'data-first="{"desc" if d.value == "maximize" else "asc"}" '
                     f'title="{e(m)}: {"higher" if d.value == "maximize" else "lower"} is better">{e(m)} {d.arrow}</th>')
     head += ['<th class="num" data-key="n" data-type="num" data-first="desc">n</th>',
              '<th class="num" data-key="latency_p50_s" data-type="num">p50 s</th>',
@@ -283,7 +305,8 @@ def _leaderboard(report: Any) -> list[str]:
              '<th class="num" data-key="model_size_bytes" data-type="num">size</th>',
              '<th class="num" data-key="cost" data-type="num">cost</th>']
     out = ['<section id="leaderboard"><h2>Leaderboard</h2>',
-           '<div class="scroll"><table class="sortable" id="leaderboard-table"><thead><tr>' + "".join(head) + "</tr></thead><tbody>"]
+           '<div class="scroll"><table class="sortable" id="leaderboard-table"><thead><tr>' + "".join(head)
+           + "</tr></thead><tbody>"]
     order = [x.run for x in lb.metrics[primary].entries if x.rank is not None] if primary else []
     order += [r.label for r in report.runs if r.label not in order]
     cost = {c.run: c for c in lb.cost}
@@ -304,23 +327,29 @@ def _leaderboard(report: Any) -> list[str]:
             note = "" if ent.rank is not None else f' <span class="note">({e(ent.excluded or "not ranked")})</span>'
             best = " best" if ent.tied_with_best and ent.rank is not None else ""
             tip = e(ent.ci_method or ent.ci_note or "")
-            cells.append(f'<td class="num{best}" data-sort="{_sort_val(ent.mean)}" title="{tip}"><span class="mean">{_num(ent.mean)}</span>{ci}{mk}{note}</td>')
+            cells.append(f'<td class="num{best}" data-sort="{_sort_val(ent.mean)}" title="{tip}">'
+                         f'<span class="mean">{_num(ent.mean)}</span>{ci}{mk}{note}</td>')
         n = max((s.n for m in metrics if (s := run.result.metrics.get(m)) is not None), default=0)
         c = cost.get(label)
         cells.append(f'<td class="num" data-sort="{n}">{n}</td>')
         if c is not None:
             cells += [f'<td class="num" data-sort="{_sort_val(c.latency_p50_s)}">{_num(c.latency_p50_s, 3)}</td>',
-                      f'<td class="num" data-sort="{_sort_val(c.throughput_samples_per_s)}">{_num(c.throughput_samples_per_s, 1)}</td>',
-                      f'<td class="num" data-sort="{_sort_val(c.model_size_bytes)}">{e(tx.size(c.model_size_bytes))}</td>',
+                      f'<td class="num" data-sort="{_sort_val(c.throughput_samples_per_s)}">'
+                      f'{_num(c.throughput_samples_per_s, 1)}</td>',
+                      f'<td class="num" data-sort="{_sort_val(c.model_size_bytes)}">'
+                      f'{e(tx.size(c.model_size_bytes))}</td>',
                       f'<td class="num" data-sort="{_sort_val(c.cost)}">{_num(c.cost, 4)}</td>']
         else:
             cells += ['<td class="num" data-sort="">-</td>'] * 4
         out.append(f'<tr data-run="{e(label)}">' + "".join(cells) + "</tr>")
     out.append("</tbody></table></div>")
-    legend = ["bold green: best, or tied with the best (intervals overlap)", "†: significantly worse than the best (paired test, Holm-adjusted)"]
+    legend = ["bold green: best, or tied with the best (intervals overlap)",
+              "†: significantly worse than the best (paired test, Holm-adjusted)"]
     if report.baseline is not None:
         legend.append(f"▲/▼: significantly better/worse than the baseline (paired test, α = {lb.alpha:g})")
-    out.append(f'<p class="legend-text">{e("; ".join(legend))}. Click a column header to sort. Ranked by {e(primary or "-")}.</p>')
+    out.append(
+        f'<p class="legend-text">{e("; ".join(legend))}. Click a column header to sort. Ranked by '
+        f'{e(primary or "-")}.</p>')
     for board in lb.metrics.values():
         for x in board.entries:
             if x.excluded:
@@ -336,8 +365,10 @@ def _charts(report: Any) -> list[str]:
     for m in report.metrics[:MAX_CHARTS]:
         board = lb.metrics[m]
         marks = report.significance(m)
-        entries = [(x.run, float(x.mean), x.ci_low, x.ci_high, x.tied_with_best, marks.get(x.run, "")) for x in board.ranked]
-        svg = ci_chart(f"{m} ({board.direction.value}) per run with {lb.confidence:.0%} intervals", entries, unit=_unit(report, m),
+        entries = [(x.run, float(x.mean), x.ci_low, x.ci_high, x.tied_with_best, marks.get(x.run, ""))
+                   for x in board.ranked]
+        svg = ci_chart(f"{m} ({board.direction.value}) per run with {lb.confidence:.0%} intervals", entries,
+                       unit=_unit(report, m),
                        names=names)
         if not svg:
             continue
@@ -346,7 +377,9 @@ def _charts(report: Any) -> list[str]:
                    f"{lb.confidence:.0%} intervals; blue: best or tied)</span></figcaption>{svg}</figure>")
     out.append("</div>")
     if len(report.metrics) > MAX_CHARTS:
-        out.append(f'<p class="note">charts for the first {MAX_CHARTS} of {len(report.metrics)} metrics; pass --metric to choose</p>')
+        out.append(
+            f'<p class="note">charts for the first {MAX_CHARTS} of {len(report.metrics)} metrics; pass --metric to '
+            'choose</p>')
     out.append("</section>")
     return out
 
@@ -355,18 +388,22 @@ def _retention(report: Any) -> list[str]:
     out = ['<section id="retention"><h2>Retention across the grid</h2>']
     grid = detect_grid(report.runs)
     if grid is None:
-        out.append('<p class="note">No grid: the runs share every parameter (or there is one run), so there is no retention curve.</p></section>')
+        out.append(
+            '<p class="note">No grid: the runs share every parameter (or there is one run), so there is no retention '
+            'curve.</p></section>')
         return out
     curves = retention_curves(report, grid)
     src = "run names" if grid.source == "names" else "run configs"
-    out.append(f'<p class="note">Retention = run / reference ({e(report.reference.label)}), read through each metric\'s direction '
+    out.append(f'<p class="note">Retention = run / reference ({e(report.reference.label)}), read through each '
+               'metric\'s direction '
                f'(1.0 = as good as the reference). x axis: {e(grid.x)} (from the {src})'
                + (f"; one line per {e(', '.join(grid.params[1:]))}" if len(grid.params) > 1 else "") + ".</p>")
     for n in grid.notes:
         out.append(f'<p class="note">{e(n)}</p>')
     out.append('<div class="charts">')
     for c in curves[:MAX_CHARTS]:
-        svg = line_chart(f"retention of {c.metric} across {c.x_param}", c.x_values, c.series, y_label=f"{c.metric} retention",
+        svg = line_chart(f"retention of {c.metric} across {c.x_param}", c.x_values, c.series,
+                         y_label=f"{c.metric} retention",
                          y_format=lambda v: f"{100 * v:.3g}%")
         if svg:
             out.append(f"<figure><figcaption>{e(c.metric)} retention vs {e(c.x_param)}</figcaption>{svg}</figure>")
@@ -401,7 +438,8 @@ def _pareto(report: Any) -> list[str]:
             c = AXES[axis](by_label[x.run].result)
             if c is not None:
                 pts.append((x.run, float(c), float(x.mean), x.run in pf.front))
-        svg = scatter_chart(f"{m} vs {axis}", pts, x_label=axis, y_label=m, x_format=_axis_format(axis), unit_y=_unit(report, m),
+        svg = scatter_chart(f"{m} vs {axis}", pts, x_label=axis, y_label=m, x_format=_axis_format(axis),
+                            unit_y=_unit(report, m),
                             names=names)
         if svg:
             out.append(f"<figure><figcaption>{e(m)} {pf.direction.arrow} vs {e(axis)} ↓</figcaption>{svg}</figure>")
@@ -422,7 +460,8 @@ def _chips(row: SampleRow, metrics: list[str], directions: dict[str, Any]) -> st
         v = row.value(m)
         if v is None:
             cls = " bad" if st == "error" else ""
-            out.append(f'<span class="chip{cls}" title="{e((row.scores[m] or {}).get("reason") or "")}">{e(m)}: {e(st)}</span>')
+            reason = (row.scores[m] or {}).get("reason") or ""
+            out.append(f'<span class="chip{cls}" title="{e(reason)}">{e(m)}: {e(st)}</span>')
             continue
         cls = ""
         if v in (0.0, 1.0):
@@ -437,7 +476,8 @@ def _extracted(row: SampleRow | None) -> str:
         return ""
     if not row.annotations:
         return '<span class="note">(no annotators)</span>'
-    return "".join(f'<div><b>{e(k)}</b>: <code class="ann">{e(_cut(_text(v), 200))}</code></div>' for k, v in row.annotations.items())
+    return "".join(f'<div><b>{e(k)}</b>: <code class="ann">{e(_cut(_text(v), 200))}</code></div>'
+                   for k, v in row.annotations.items())
 
 
 def _details(row: SampleRow) -> str:
@@ -454,7 +494,8 @@ def _details(row: SampleRow) -> str:
     return f"<details><summary>full sample</summary><dl class=\"kv\">{body}</dl></details>"
 
 
-def _worst(rows: list[SampleRow], metrics: list[str], directions: dict[str, Any], n: int) -> tuple[list[SampleRow], str]:
+def _worst(rows: list[SampleRow], metrics: list[str], directions: dict[str, Any],
+           n: int) -> tuple[list[SampleRow], str]:
     """The worst rows, errors first, then by the metrics in order (each read
     through its direction). With a binary metric only rows that are wrong on
     one (or errored) are listed; without one, the n lowest."""
@@ -482,10 +523,12 @@ def _worst(rows: list[SampleRow], metrics: list[str], directions: dict[str, Any]
 def _samples(report: Any, max_samples: int) -> list[str]:
     out = ['<section id="samples"><h2>Samples</h2>']
     ref = report.reference
-    opts = ['<option value="*">all runs</option>'] + [f'<option value="{e(r.label)}">{e(r.label)}</option>' for r in report.runs]
+    opts = ['<option value="*">all runs</option>'] + [f'<option value="{e(r.label)}">{e(r.label)}</option>'
+                                                        for r in report.runs]
+    which = "" if report.baseline is not None else " (the first run; pass --baseline to choose)"
     out.append(f'<p><label>Run: <select id="sample-run">{"".join(opts)}</select></label> '
-               f'<span class="note">worst {max_samples} samples per run (ranked by {e(", ".join(report.metrics))}, errors first), and the samples '
-               f'newly wrong against {e(ref.label)}{"" if report.baseline is not None else " (the first run; pass --baseline to choose)"}.</span></p>')
+               f'<span class="note">worst {max_samples} samples per run (ranked by {e(", ".join(report.metrics))}, '
+               f'errors first), and the samples newly wrong against {e(ref.label)}{which}.</span></p>')
     ref_rows, ref_why = read_samples(ref)
     ref_index = {r.key: r for r in ref_rows} if ref_rows else {}
     for run in report.runs:
@@ -497,14 +540,17 @@ def _samples(report: Any, max_samples: int) -> list[str]:
             out.append(f'<p class="note">no per-sample rows: {e(why)}</p></div>')
             continue
         worst, what = _worst(rows, metrics, directions, max_samples)
-        out.append(f'<h4>Worst samples <span class="note">({e(what)} of {len(rows)} rows; {len(worst)} shown)</span></h4>')
+        out.append(
+            f'<h4>Worst samples <span class="note">({e(what)} of {len(rows)} rows; {len(worst)} shown)</span></h4>')
         if not worst:
             out.append('<p class="note">none</p>')
-        out.append('<div class="scroll"><table class="samples"><thead><tr><th>sample</th><th>scores</th><th>target</th><th>raw output</th>'
+        out.append('<div class="scroll"><table class="samples"><thead><tr>'
+                   '<th>sample</th><th>scores</th><th>target</th><th>raw output</th>'
                    '<th>extracted</th><th>detail</th></tr></thead><tbody>')
         for r in worst:
-            out.append(f"<tr><td><code>{e(r.label)}</code></td><td>{_chips(r, metrics, directions)}</td><td>{_pre(r.target)}</td>"
-                       f"<td>{_pre(r.raw_text)}</td><td>{_extracted(r)}</td><td>{_details(r)}</td></tr>")
+            out.append(f"<tr><td><code>{e(r.label)}</code></td><td>{_chips(r, metrics, directions)}</td>"
+                       f"<td>{_pre(r.target)}</td><td>{_pre(r.raw_text)}</td><td>{_extracted(r)}</td>"
+                       f"<td>{_details(r)}</td></tr>")
         out.append("</tbody></table></div>")
         if run is not ref:
             out += _newly_wrong(report, run, rows, ref, ref_index, ref_why, max_samples)
@@ -513,7 +559,8 @@ def _samples(report: Any, max_samples: int) -> list[str]:
     return out
 
 
-def _newly_wrong(report: Any, run: Any, rows: list[SampleRow], ref: Any, ref_index: dict, ref_why: str | None, n: int) -> list[str]:
+def _newly_wrong(report: Any, run: Any, rows: list[SampleRow], ref: Any, ref_index: dict, ref_why: str | None,
+                 n: int) -> list[str]:
     cmp = report.comparison(run.label)
     if cmp is None:
         return []
@@ -529,16 +576,19 @@ def _newly_wrong(report: Any, run: Any, rows: list[SampleRow], ref: Any, ref_ind
             continue
         found = True
         out.append(f"<h4>Newly wrong on {e(m)}: {len(keys)}"
-                   f'<span class="note"> (right in the reference {e(ref.label)}, wrong here; {len(p.diff.newly_right)} newly right; '
+                   f'<span class="note"> (right in the reference {e(ref.label)}, wrong here; '
+                   f'{len(p.diff.newly_right)} newly right; '
                    f'McNemar p = {e(tx.pval(p.p_value))})</span></h4>')
-        out.append('<div class="scroll"><table class="samples"><thead><tr><th>sample</th><th>target</th><th>reference: raw output</th>'
-                   '<th>reference: extracted</th><th>this run: raw output</th><th>this run: extracted</th><th>detail</th></tr></thead><tbody>')
+        out.append('<div class="scroll"><table class="samples"><thead><tr><th>sample</th><th>target</th>'
+                   '<th>reference: raw output</th><th>reference: extracted</th>'
+                   '<th>this run: raw output</th><th>this run: extracted</th><th>detail</th></tr></thead><tbody>')
         for k in keys[:n]:
             a, b = ref_index.get(tuple(k)), index.get(tuple(k))
             label = k[0] if k[1] == 0 else f"{k[0]}#{k[1]}"
             out.append(f"<tr><td><code>{e(label)}</code></td><td>{_pre(b.target if b else a.target if a else '')}</td>"
                        f"<td>{_pre(a.raw_text if a else '')}</td><td>{_extracted(a)}</td>"
-                       f"<td>{_pre(b.raw_text if b else '')}</td><td>{_extracted(b)}</td><td>{_details(b) if b else ''}</td></tr>")
+                       f"<td>{_pre(b.raw_text if b else '')}</td><td>{_extracted(b)}</td>"
+                       f"<td>{_details(b) if b else ''}</td></tr>")
         out.append("</tbody></table></div>")
         if len(keys) > n:
             out.append(f'<p class="note">… and {len(keys) - n} more</p>')
@@ -552,7 +602,8 @@ def _runs(report: Any) -> list[str]:
     out = ['<section id="runs"><h2>Runs: configuration and fingerprints</h2>']
     for run in report.runs:
         r = run.result
-        kv = [("run id", r.run_id), ("name", r.name), ("fingerprint", r.fingerprint), ("generation fingerprint", r.generation_fingerprint),
+        kv = [("run id", r.run_id), ("name", r.name), ("fingerprint", r.fingerprint),
+              ("generation fingerprint", r.generation_fingerprint),
               ("dataset fingerprint", r.dataset_fingerprint), ("package version", r.package_version), ("seed", r.seed),
               ("repeat", r.repeat), ("created", r.created_at), ("samples", r.perf.samples), ("errors", r.error_count),
               ("source", run.source), ("per-sample table", r.samples_path)]
@@ -560,7 +611,8 @@ def _runs(report: Any) -> list[str]:
         cfg = json.dumps(r.config or {}, indent=2, ensure_ascii=False, sort_keys=True, default=str)
         backend = json.dumps(r.backend or {}, indent=2, ensure_ascii=False, sort_keys=True, default=str)
         perf = json.dumps(r.perf.model_dump(exclude_none=True), indent=2, default=str)
-        out.append(f'<details class="run" data-run="{e(run.label)}"><summary><b>{e(run.label)}</b> <code>{e(r.fingerprint[:16])}</code></summary>'
+        out.append(f'<details class="run" data-run="{e(run.label)}"><summary><b>{e(run.label)}</b> '
+                   f'<code>{e(r.fingerprint[:16])}</code></summary>'
                    f'<dl class="kv">{body}</dl><details><summary>configuration</summary><pre>{e(cfg)}</pre></details>'
                    f"<details><summary>backend</summary><pre>{e(backend)}</pre></details>"
                    f"<details><summary>performance</summary><pre>{e(perf)}</pre></details></details>")
@@ -574,7 +626,8 @@ def format_html(report: Any, *, max_samples: int = 10) -> str:
              f"<title>auditkit-ray report: {e(report.title)}</title>", f"<style>{CSS}</style>", "</head>", "<body>"]
     parts += _header(report)
     parts.append("<main>")
-    for section in (_regressions(report), _gates(report), _leaderboard(report), _charts(report), _retention(report), _pareto(report),
+    for section in (_regressions(report), _gates(report), _leaderboard(report), _charts(report), _retention(report),
+                    _pareto(report),
                     _samples(report, max_samples), _runs(report)):
         parts += section
     parts.append("</main>")

@@ -80,7 +80,8 @@ def _count(suite: ET.Element) -> None:
 
 def _run_props(run: Any) -> dict[str, Any]:
     r = run.result
-    return {"run_id": r.run_id, "run_name": r.name, "fingerprint": r.fingerprint, "dataset_fingerprint": r.dataset_fingerprint,
+    return {"run_id": r.run_id, "run_name": r.name, "fingerprint": r.fingerprint,
+            "dataset_fingerprint": r.dataset_fingerprint,
             "generation_fingerprint": r.generation_fingerprint, "package_version": r.package_version, "seed": r.seed}
 
 
@@ -96,7 +97,8 @@ def _metric_cases(report: Any, run: Any, suite: ET.Element) -> None:
         mine = [g for g in gates if g.metric == m]
         failed = [g for g in mine if not g.passed]
         if failed:
-            _el(case, "failure", "\n".join(g.reason for g in failed), message="; ".join(g.reason for g in failed), type="gate")
+            _el(case, "failure", "\n".join(g.reason for g in failed), message="; ".join(g.reason for g in failed),
+                type="gate")
         elif s is None or s.mean is None:
             _el(case, "skipped", message=f"{m}: no scored samples" if s is not None else f"{m}: not in this run")
         out = []
@@ -104,9 +106,11 @@ def _metric_cases(report: Any, run: Any, suite: ET.Element) -> None:
             c = s.counts
             out.append(f"{m} {s.direction.arrow} ({s.direction.value}, {s.aggregation}): mean {tx.num(s.mean)}"
                        f" {tx.interval(e.ci_low, e.ci_high) if e else tx.interval(s.ci_low, s.ci_high)}"
-                       f" n={s.n} unscored={s.unscored} (unknown {c.get('unknown', 0)}, not_tested {c.get('not_tested', 0)}, error {c.get('error', 0)})")
+                       f" n={s.n} unscored={s.unscored} (unknown {c.get('unknown', 0)}, not_tested "
+                       f"{c.get('not_tested', 0)}, error {c.get('error', 0)})")
             if e is not None and e.rank is not None:
-                out.append(f"rank {e.rank} of {len(board.ranked)}" + (" (best or tied with the best)" if e.tied_with_best else ""))
+                best = " (best or tied with the best)" if e.tied_with_best else ""
+                out.append(f"rank {e.rank} of {len(board.ranked)}{best}")
         cmp = lb.comparisons.get(run.label) if report.baseline is not None else None
         mc = cmp.metrics.get(m) if cmp is not None else None
         if mc is not None and run.label != report.baseline.label:
@@ -151,7 +155,8 @@ def _sample_suites(report: Any, run: Any, root: ET.Element, timestamp: str) -> i
             status = row.status(m)
             if status is None:
                 continue
-            case = _el(suite, "testcase", name=row.label, classname=f"auditkit.{run.label}.{m}", time=_time(row.latency_s))
+            case = _el(suite, "testcase", name=row.label, classname=f"auditkit.{run.label}.{m}",
+                       time=_time(row.latency_s))
             sc = row.scores[m]
             if status == "scored":
                 if row.value(m) == bad:
@@ -188,7 +193,8 @@ def format_junit(report: Any, *, per: str = "metric") -> str:
                 _el(case, "system-out", g.reason)
             _count(suite)
         if not cases and not lb.gates:
-            raise ConfigError("--junit-per sample: no metric is binary (0/1 per sample) in these runs; use --junit-per metric")
+            raise ConfigError(
+                "--junit-per sample: no metric is binary (0/1 per sample) in these runs; use --junit-per metric")
     suites = root.findall("testsuite")
     for attr in ("tests", "failures", "errors"):
         root.set(attr, str(sum(int(s.get(attr, "0")) for s in suites)))

@@ -26,9 +26,11 @@ from typing import Any, Iterable, Mapping
 from ..compare.samples import LoadedRun, load
 from ..core.rowjson import loads as row_loads
 from ..errors import ConfigError
+from ..store.samples import try_read_samples_table
 
 #: per-sample columns the reports read (others are ignored; missing ones are None)
-SAMPLE_COLUMNS = ("shard", "index", "sample_id", "repeat", "prompt", "target", "text", "raw_text", "annotations", "scores",
+SAMPLE_COLUMNS = ("shard", "index", "sample_id", "repeat", "prompt", "target", "text", "raw_text", "annotations",
+                  "scores",
                   "error", "latency_s")
 
 
@@ -57,7 +59,8 @@ def _read_json(p: Path) -> Any:
 
 
 def _is_sweep_dir(p: Path) -> bool:
-    return p.is_dir() and ((p / "sweep.json").is_file() or (p / "manifest.json").is_file()) and not (p / "result.json").exists()
+    return (p.is_dir() and ((p / "sweep.json").is_file() or (p / "manifest.json").is_file())
+            and not (p / "result.json").exists())
 
 
 def _expand_sweep(d: Path, out: Inputs) -> None:
@@ -76,7 +79,8 @@ def _expand_sweep(d: Path, out: Inputs) -> None:
         rj = store / "runs" / str(fp) / "result.json"
         if not rj.is_file():
             state = entry.get("state", "no result") if isinstance(entry, dict) else "no result"
-            out.notes.append(f"sweep {name}: run {entry.get('name', fp)} ({str(fp)[:12]}) has no result.json yet ({state}); left out")
+            out.notes.append(f"sweep {name}: run {entry.get('name', fp)} ({str(fp)[:12]}) has no result.json yet "
+                             f"({state}); left out")
             continue
         out.runs.append(load(rj))
         found += 1
@@ -105,10 +109,12 @@ def expand_inputs(paths: Iterable[str | os.PathLike]) -> Inputs:
             sweeps = sorted(x for x in (p / "sweeps").iterdir() if _is_sweep_dir(x))
             if len(sweeps) != 1:
                 listed = ", ".join(x.name[:12] for x in sweeps) or "none"
-                raise ConfigError(f"{p}: a result store with {len(sweeps)} sweeps ({listed}); name one: {p}/sweeps/<fingerprint>")
+                raise ConfigError(
+                    f"{p}: a result store with {len(sweeps)} sweeps ({listed}); name one: {p}/sweeps/<fingerprint>")
             _expand_sweep(sweeps[0], out)
         else:
-            raise ConfigError(f"{p}: not a run directory (no result.json) nor a sweep directory (no sweep.json or manifest.json)")
+            raise ConfigError(
+                f"{p}: not a run directory (no result.json) nor a sweep directory (no sweep.json or manifest.json)")
     if not out.runs:
         raise ConfigError("no runs to report on")
     return out
@@ -162,42 +168,16 @@ class SampleRow:
 
 def read_samples(run: LoadedRun) -> tuple[list[SampleRow] | None, str | None]:
     """A run's per-sample rows in sample order, or ``(None, reason)``."""
-    cached = getattr(run, "_report_samples", None)
-    if cached is not None:
-        return cached
-    res = _read_samples(run)
-    run._report_samples = res  # type: ignore[attr-defined]
-    return res
+    if "report_samples" not in run.cache:
+        run.cache["report_samples"] = _read_samples(run)
+    return run.cache["report_samples"]
 
 
 def _read_samples(run: LoadedRun) -> tuple[list[SampleRow] | None, str | None]:
-    result = run.result
-    if not result.samples_path:
-        return None, "the run has no per-sample table"
-    path = result.samples_path
-    if "://" not in path and not Path(path).is_absolute() and run.source and not Path(path).exists():
-        path = str(Path(run.source).parent / path)
-    if "://" in path:
-        return None, f"per-sample table {path} is not local"
-    if not Path(path).exists():
-        return None, f"per-sample table {path} does not exist"
-    try:
-        import pyarrow.dataset as pads
-    except ImportError:
-        return None, "reading per-sample tables needs pyarrow: pip install 'auditkit-ray[ray]'"
-    try:
-        ds = pads.dataset(path, format="parquet")
-        cols = [c for c in SAMPLE_COLUMNS if c in ds.schema.names]
-        if "sample_id" not in cols:
-            return None, f"per-sample table {path} has no sample_id column"
-        table = ds.to_table(columns=cols)
-        order = [(c, "ascending") for c in ("shard", "index", "repeat") if c in cols]
-        if order:
-            table = table.sort_by(order)
-        records = table.to_pylist()
-    except Exception as exc:  # noqa: BLE001 - an unreadable table becomes a reason
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        return None, f"cannot read per-sample table {path}: {first}"
+    table, reason = try_read_samples_table(run.result, SAMPLE_COLUMNS, required=("sample_id",), base_dir=run.base_dir)
+    if table is None:
+        return None, reason
+    records = table.to_pylist()
     rows = []
     for r in records:
         scores = _json(r.get("scores"), [])
@@ -206,7 +186,8 @@ def _read_samples(run: LoadedRun) -> tuple[list[SampleRow] | None, str | None]:
             sample_id=str(r.get("sample_id")), repeat=int(r.get("repeat") or 0), prompt=r.get("prompt"),
             target=_json(r.get("target"), None), text=r.get("text"), raw_text=r.get("raw_text"),
             annotations=ann if isinstance(ann, dict) else {"value": ann},
-            scores={s["name"]: s for s in scores if isinstance(s, dict) and "name" in s} if isinstance(scores, list) else {},
+            scores=({s["name"]: s for s in scores if isinstance(s, dict) and "name" in s}
+                    if isinstance(scores, list) else {}),
             error=r.get("error"), latency_s=r.get("latency_s"),
         ))
     return rows, None
@@ -267,7 +248,8 @@ class Report:
             ref = self.reference
             run = self.run(label)
             names = [m for m in self.metrics if m in run.result.metrics or m in ref.result.metrics]
-            self._reference_cmp[label] = compare(ref, run, metrics=names, alpha=self.alpha, n_resamples=self.n_resamples,
+            self._reference_cmp[label] = compare(ref, run, metrics=names, alpha=self.alpha,
+                                                 n_resamples=self.n_resamples,
                                                  seed=self.seed, confidence=self.confidence)
         return self._reference_cmp[label]
 
@@ -313,7 +295,8 @@ class Report:
                 both = mc.baseline_mean is not None and mc.candidate_mean is not None
                 if mc.grade in ("fail", "warn") or mc.candidate_worse or (mc.grade == "not comparable" and both):
                     out.append((label, mc))
-        out.sort(key=lambda t: (order.get(t[1].grade, 9), -(t[1].relative_regression or t[1].regression or 0.0), t[0], t[1].name))
+        out.sort(key=lambda t: (order.get(t[1].grade, 9), -(t[1].relative_regression or t[1].regression or 0.0), t[0],
+                                t[1].name))
         return out
 
 
@@ -332,7 +315,8 @@ def _same(a: LoadedRun, b: LoadedRun) -> bool:
 def build_report(inputs: Inputs | Iterable[Any], *, metrics: Iterable[str] | None = None, baseline: Any = None,
                  fail_under: Mapping[str, float] | None = None, fail_over: Mapping[str, float] | None = None,
                  max_regression: Any = None, title: str | None = None, confidence: float = 0.95, alpha: float = 0.05,
-                 n_resamples: int = 10_000, seed: int = 0, cost_axis: str = "auto", binary_ci: str = "wilson") -> Report:
+                 n_resamples: int = 10_000, seed: int = 0, cost_axis: str = "auto",
+                 binary_ci: str = "wilson") -> Report:
     """Load the runs (paths, RunResults or an ``Inputs``), rank them and
     check the gates. ``baseline`` is a path, or the label, name, run id or
     fingerprint prefix of one of the runs; a baseline not among the runs is
@@ -342,7 +326,8 @@ def build_report(inputs: Inputs | Iterable[Any], *, metrics: Iterable[str] | Non
     if not isinstance(inputs, Inputs):
         items = list(inputs)
         paths = [x for x in items if isinstance(x, (str, os.PathLike))]
-        inputs = expand_inputs(paths) if paths and len(paths) == len(items) else Inputs(runs=[load(x) for x in items])
+        # all paths (none at all included: nothing to report on is an error there) expand sweeps too
+        inputs = expand_inputs(paths) if len(paths) == len(items) else Inputs(runs=[load(x) for x in items])
     runs = list(inputs.runs)
     notes = list(inputs.notes)
     base: LoadedRun | None = None
@@ -364,11 +349,17 @@ def build_report(inputs: Inputs | Iterable[Any], *, metrics: Iterable[str] | Non
         else:
             runs.insert(0, base)
             notes.append(f"baseline {base.label} added to the runs")
-    board = leaderboard(runs, metrics=list(metrics) if metrics else None, confidence=confidence, binary_ci=binary_ci, alpha=alpha,
-                        n_resamples=n_resamples, seed=seed, cost_axis=cost_axis, fail_under=fail_under, fail_over=fail_over,
+    board = leaderboard(runs, metrics=list(metrics) if metrics else None, confidence=confidence, binary_ci=binary_ci,
+                        alpha=alpha,
+                        n_resamples=n_resamples, seed=seed, cost_axis=cost_axis, fail_under=fail_under,
+                        fail_over=fail_over,
                         baseline=base, max_regression=max_regression)
     if title is None:
-        title = inputs.sweeps[0].name if len(inputs.sweeps) == 1 else (runs[0].label if len(runs) == 1 else f"{len(runs)} runs")
-    return Report(title=title, runs=runs, metrics=list(board.metrics), board=board, sweeps=list(inputs.sweeps), baseline=base,
+        if len(inputs.sweeps) == 1:
+            title = inputs.sweeps[0].name
+        else:
+            title = runs[0].label if len(runs) == 1 else f"{len(runs)} runs"
+    return Report(title=title, runs=runs, metrics=list(board.metrics), board=board, sweeps=list(inputs.sweeps),
+                  baseline=base,
                   notes=notes, generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"), alpha=alpha,
                   confidence=confidence, n_resamples=n_resamples, seed=seed)

@@ -85,15 +85,19 @@ def format_markdown(report: Any, *, max_samples: int = 10) -> str:
                 p = mc.paired
                 pv = tx.pval(p.p_value) if p is not None and p.p_value is not None else "–"
                 sig = " \\*" if mc.significant else ""
-                grade = {"fail": "❌ fail", "warn": "⚠️ warn", "pass": "pass", "not comparable": "not comparable"}.get(mc.grade, mc.grade)
-                rows.append([esc(label), esc(mc.name), mc.direction.arrow, tx.num(mc.baseline_mean), tx.num(mc.candidate_mean),
+                grade = {"fail": "❌ fail", "warn": "⚠️ warn", "pass": "pass",
+                         "not comparable": "not comparable"}.get(mc.grade, mc.grade)
+                rows.append([esc(label), esc(mc.name), mc.direction.arrow, tx.num(mc.baseline_mean),
+                             tx.num(mc.candidate_mean),
                              esc(tx.signed(mc.delta)), esc(tx.pct(mc.retention)), pv + sig, grade,
                              esc("; ".join(mc.reasons))])
-            lines += table(["run", "metric", "dir", "baseline", "candidate", "Δ", "retention", "p", "grade", "why"], rows,
+            lines += table(["run", "metric", "dir", "baseline", "candidate", "Δ", "retention", "p", "grade", "why"],
+                           rows,
                            ["l", "l", "c", "r", "r", "r", "r", "r", "l", "l"])
             lines.append(f"\\* paired test significant at α = {lb.alpha:g}.")
             lines.append("")
-            wrong = [(label, mc) for label, mc in regs if mc.paired is not None and mc.paired.diff is not None and mc.paired.diff.newly_wrong]
+            wrong = [(label, mc) for label, mc in regs
+                     if mc.paired is not None and mc.paired.diff is not None and mc.paired.diff.newly_wrong]
             if wrong:
                 lines.append("<details><summary>Newly wrong samples</summary>")
                 lines.append("")
@@ -101,7 +105,8 @@ def format_markdown(report: Any, *, max_samples: int = 10) -> str:
                     keys = mc.paired.diff.newly_wrong
                     shown = ", ".join(esc(k[0] if k[1] == 0 else f"{k[0]}#{k[1]}") for k in keys[:max_samples])
                     more = f" and {len(keys) - max_samples} more" if len(keys) > max_samples else ""
-                    lines.append(f"- {esc(label)} · {esc(mc.name)}: {len(keys)} newly wrong ({len(mc.paired.diff.newly_right)} newly right): "
+                    lines.append(f"- {esc(label)} · {esc(mc.name)}: {len(keys)} newly wrong "
+                                 f"({len(mc.paired.diff.newly_right)} newly right): "
                                  f"{shown}{more}")
                 lines.append("")
                 lines.append("</details>")
@@ -126,7 +131,9 @@ def format_markdown(report: Any, *, max_samples: int = 10) -> str:
     for i, label in enumerate(order):
         e = next((e for e in lb.metrics[primary].entries if e.run == label), None) if primary else None
         rank = str(e.rank) if e is not None and e.rank is not None else "–"
-        n = max((report.run(label).result.metrics[m].n for m in report.metrics if m in report.run(label).result.metrics), default=0)
+        n = max(
+            (report.run(label).result.metrics[m].n for m in report.metrics if m in report.run(label).result.metrics),
+            default=0)
         name = esc(label) + (" (baseline)" if report.baseline is not None and label == report.baseline.label else "")
         rows.append([rank, name] + [_mean_cell(report, m, label, marks[m]) for m in report.metrics] + [str(n)])
     lines += table(head, rows, ["r", "l"] + ["r"] * len(report.metrics) + ["r"])
@@ -142,7 +149,10 @@ def format_markdown(report: Any, *, max_samples: int = 10) -> str:
     lines.append("")
     for m, board in lb.metrics.items():
         better = "higher" if board.direction.value == "maximize" else "lower"
-        win = ("tie: " + ", ".join(esc(w) for w in board.winners)) if board.tie else (f"winner: {esc(board.winners[0])}" if board.winners else "no winner")
+        if board.tie:
+            win = "tie: " + ", ".join(esc(w) for w in board.winners)
+        else:
+            win = f"winner: {esc(board.winners[0])}" if board.winners else "no winner"
         lines.append(f"#### {esc(m)} {board.direction.arrow} ({better} is better, {board.aggregation}); {win}")
         lines.append("")
         rows = []
@@ -150,9 +160,11 @@ def format_markdown(report: Any, *, max_samples: int = 10) -> str:
             r = report.run(e.run).result.metrics.get(m)
             c = r.counts if r else {}
             uns = f"{r.unscored} ({c.get('unknown', 0)}/{c.get('not_tested', 0)}/{c.get('error', 0)})" if r else "–"
-            rows.append([str(e.rank) if e.rank is not None else "–", esc(e.run), tx.num(e.mean), esc(_ci(e.ci_low, e.ci_high)),
+            rows.append([str(e.rank) if e.rank is not None else "–", esc(e.run), tx.num(e.mean),
+                         esc(_ci(e.ci_low, e.ci_high)),
                          esc(e.ci_method or "-"), str(e.n), uns, esc(e.excluded or e.ci_note or "")])
-        lines += table(["rank", "run", "mean", "interval", "method", "n", "unscored (unknown/not tested/error)", "note"], rows,
+        lines += table(["rank", "run", "mean", "interval", "method", "n", "unscored (unknown/not tested/error)",
+                        "note"], rows,
                        ["r", "l", "r", "r", "l", "r", "r", "l"])
     lines.append("</details>")
     lines.append("")
@@ -168,10 +180,14 @@ def format_markdown(report: Any, *, max_samples: int = 10) -> str:
         rows = []
         for c in lb.cost:
             row = [esc(c.run)] + [tx.num(c.metrics.get(m)) for m in report.metrics] + [
-                tx.num(c.latency_p50_s, 3), tx.num(c.throughput_samples_per_s, 1), f"{c.prompt_tokens}+{c.completion_tokens}",
+                tx.num(c.latency_p50_s, 3), tx.num(c.throughput_samples_per_s, 1),
+                f"{c.prompt_tokens}+{c.completion_tokens}",
                 esc(tx.size(c.model_size_bytes)), tx.num(c.cost, 4)]
             if front is not None:
-                row.append("✓ front" if c.run in front.front else (f"dominated by {esc(front.dominated[c.run])}" if c.run in front.dominated else "–"))
+                if c.run in front.front:
+                    row.append("✓ front")
+                else:
+                    row.append(f"dominated by {esc(front.dominated[c.run])}" if c.run in front.dominated else "–")
             rows.append(row)
         lines += table(head, rows, ["l"] + ["r"] * (len(head) - 1))
         for n in lb.notes:
@@ -185,14 +201,18 @@ def format_markdown(report: Any, *, max_samples: int = 10) -> str:
     for r in report.runs:
         res = r.result
         model = (res.config or {}).get("model") or res.backend or {}
-        what = ", ".join(f"{k}={v}" for k, v in model.items() if k in ("type", "path", "name", "quantization", "dtype") and v is not None)
-        rows.append([esc(r.label), f"`{res.fingerprint[:16]}`", f"`{(res.dataset_fingerprint or '-')[:12]}`", esc(what or "-"),
+        what = ", ".join(f"{k}={v}" for k, v in model.items()
+                         if k in ("type", "path", "name", "quantization", "dtype") and v is not None)
+        rows.append([esc(r.label), f"`{res.fingerprint[:16]}`", f"`{(res.dataset_fingerprint or '-')[:12]}`",
+                     esc(what or "-"),
                      str(res.perf.samples), str(res.error_count), esc(res.package_version)])
     lines += table(["run", "fingerprint", "dataset", "model", "samples", "errors", "version"], rows)
     lines.append("</details>")
     lines.append("")
     fails = report.failures
-    lines.append(f"**Result: {'ok' if not fails else f'{len(fails)} gate(s) failed'}** · generated {esc(report.generated_at)} by auditkit-ray")
+    lines.append(
+        f"**Result: {'ok' if not fails else f'{len(fails)} gate(s) failed'}** · generated {esc(report.generated_at)} "
+        "by auditkit-ray")
     return "\n".join(lines) + "\n"
 
 

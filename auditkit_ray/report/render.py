@@ -27,7 +27,8 @@ def report_dict(report: Any) -> dict[str, Any]:
         "baseline": report.baseline.label if report.baseline is not None else None,
         "reference": report.reference.label,
         "notes": report.notes,
-        "runs": [{"label": r.label, "run_id": r.result.run_id, "name": r.result.name, "fingerprint": r.result.fingerprint,
+        "runs": [{"label": r.label, "run_id": r.result.run_id, "name": r.result.name,
+                  "fingerprint": r.result.fingerprint,
                   "dataset_fingerprint": r.result.dataset_fingerprint, "source": r.source,
                   "metrics": {m: s.model_dump(mode="json") for m, s in r.result.metrics.items()},
                   "perf": r.result.perf.model_dump(mode="json")} for r in report.runs],
@@ -66,12 +67,14 @@ def render(report: Any, fmt: str, *, junit_per: str = "metric", metric: str | No
         if len(report.runs) == 1:
             text = format_run(report.runs[0].result, color=color)
         else:
-            text = format_sweep([r.result for r in report.runs], labels=[r.label for r in report.runs], title=report.title, color=color)
+            text = format_sweep([r.result for r in report.runs], labels=[r.label for r in report.runs],
+                                title=report.title, color=color)
         lines = [text]
         if report.baseline is not None:
             regs = report.regressions()
             lines.append("")
-            lines.append(f"against baseline {report.baseline.label}: " + (f"{len(regs)} regression(s)" if regs else "no regressions"))
+            found = f"{len(regs)} regression(s)" if regs else "no regressions"
+            lines.append(f"against baseline {report.baseline.label}: {found}")
             for lab, mc in regs:
                 lines.append(f"  {lab}: {mc.name} {mc.direction.arrow} {mc.grade}: " + "; ".join(mc.reasons))
         for g in report.board.gates:

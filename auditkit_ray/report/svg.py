@@ -89,11 +89,13 @@ def _domain(values: Sequence[float], pad: float = 0.06, unit: bool = False) -> t
 
 
 def _svg(width: int, height: int, body: list[str], label: str, cls: str = "chart") -> str:
-    return (f'<svg class="{cls}" role="img" aria-label="{e(label)}" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+    return (f'<svg class="{cls}" role="img" aria-label="{e(label)}" viewBox="0 0 {width} {height}" width="{width}" '
+            f'height="{height}" '
             f'font-size="{FONT}">' + "".join(body) + "</svg>")
 
 
-def ci_chart(title: str, entries: Sequence[tuple[str, float, float | None, float | None, bool, str]], *, unit: bool = False,
+def ci_chart(title: str, entries: Sequence[tuple[str, float, float | None, float | None, bool, str]], *,
+             unit: bool = False,
              width: int = 560, names: dict[str, str] | None = None) -> str:
     """Dot-and-whisker: one row per run (label, mean, ci_low, ci_high,
     best-or-tied, marks), in the order given."""
@@ -119,21 +121,28 @@ def ci_chart(title: str, entries: Sequence[tuple[str, float, float | None, float
     body.append(f'<line class="axis" x1="{left}" x2="{width - right}" y1="{axis_y}" y2="{axis_y}"/>')
     for i, (label, mean, lo, hi, best, mark) in enumerate(entries):
         cy = top + row * i + row / 2
-        tip = f"{label}: {mean:.4f}" + (f" [{lo:.4f}, {hi:.4f}]" if lo is not None and hi is not None else " (no interval)") + (f" {mark}" if mark else "")
+        interval = f" [{lo:.4f}, {hi:.4f}]" if lo is not None and hi is not None else " (no interval)"
+        tip = f"{label}: {mean:.4f}{interval}" + (f" {mark}" if mark else "")
         body.append(f'<g class="mark{" best" if best else ""}" data-run="{e(label)}"><title>{e(tip)}</title>')
-        body.append(f'<text class="label" x="{left - 8}" y="{cy + 4:.1f}" text-anchor="end">{e(short(names.get(label, label), 30))}</text>')
+        body.append(
+            f'<text class="label" x="{left - 8}" y="{cy + 4:.1f}" '
+            f'text-anchor="end">{e(short(names.get(label, label), 30))}</text>')
         if lo is not None and hi is not None:
             body.append(f'<line class="whisker" x1="{x(lo):.1f}" x2="{x(hi):.1f}" y1="{cy:.1f}" y2="{cy:.1f}"/>')
             for v in (lo, hi):
-                body.append(f'<line class="whisker" x1="{x(v):.1f}" x2="{x(v):.1f}" y1="{cy - 5:.1f}" y2="{cy + 5:.1f}"/>')
+                body.append(
+                    f'<line class="whisker" x1="{x(v):.1f}" x2="{x(v):.1f}" y1="{cy - 5:.1f}" y2="{cy + 5:.1f}"/>')
         body.append(f'<circle class="dot" cx="{x(mean):.1f}" cy="{cy:.1f}" r="5"/>')
-        body.append(f'<text class="value" x="{width - right + 6}" y="{cy + 4:.1f}">{e(f"{mean:.3f}")}{e(" " + mark if mark else "")}</text>')
+        body.append(
+            f'<text class="value" x="{width - right + 6}" '
+            f'y="{cy + 4:.1f}">{e(f"{mean:.3f}")}{e(" " + mark if mark else "")}</text>')
         body.append("</g>")
     return _svg(width, height, body, title)
 
 
 def line_chart(title: str, x_values: Sequence[str], series: dict[str, Sequence[tuple[str, float | None, str]]], *,
-               y_label: str = "", reference: float | None = 1.0, y_format: Callable[[float], str] = _fmt, width: int = 560) -> str:
+               y_label: str = "", reference: float | None = 1.0, y_format: Callable[[float], str] = _fmt,
+               width: int = 560) -> str:
     """Categorical x, one polyline per series; points are (x value, y, run label)."""
     ys = [y for pts in series.values() for _, y, _ in pts if y is not None]
     if not ys or not x_values:
@@ -155,15 +164,20 @@ def line_chart(title: str, x_values: Sequence[str], series: dict[str, Sequence[t
     for t in nice_ticks(lo_d, hi_d, 5):
         if lo_d <= t <= hi_d:
             body.append(f'<line class="grid" x1="{left}" x2="{width - right}" y1="{y(t):.1f}" y2="{y(t):.1f}"/>')
-            body.append(f'<text class="tick" x="{left - 6}" y="{y(t) + 4:.1f}" text-anchor="end">{e(y_format(t))}</text>')
+            body.append(
+                f'<text class="tick" x="{left - 6}" y="{y(t) + 4:.1f}" text-anchor="end">{e(y_format(t))}</text>')
     if reference is not None:
-        body.append(f'<line class="reference" x1="{left}" x2="{width - right}" y1="{y(reference):.1f}" y2="{y(reference):.1f}"/>')
+        body.append(
+            f'<line class="reference" x1="{left}" x2="{width - right}" y1="{y(reference):.1f}" '
+            f'y2="{y(reference):.1f}"/>')
     base = top + plot_h
     body.append(f'<line class="axis" x1="{left}" x2="{width - right}" y1="{base}" y2="{base}"/>')
     for i, xv in enumerate(x_values):
         body.append(f'<text class="tick" x="{x(i):.1f}" y="{base + 16}" text-anchor="middle">{e(short(xv, 22))}</text>')
     if y_label:
-        body.append(f'<text class="axis-label" transform="translate(14 {top + plot_h / 2:.1f}) rotate(-90)" text-anchor="middle">{e(y_label)}</text>')
+        body.append(
+            f'<text class="axis-label" transform="translate(14 {top + plot_h / 2:.1f}) rotate(-90)" '
+            f'text-anchor="middle">{e(y_label)}</text>')
     index = {v: i for i, v in enumerate(x_values)}
     legend_y = base + 38
     for k, (name, pts) in enumerate(series.items()):
@@ -183,7 +197,8 @@ def line_chart(title: str, x_values: Sequence[str], series: dict[str, Sequence[t
 
 
 def scatter_chart(title: str, points: Sequence[tuple[str, float, float, bool]], *, x_label: str, y_label: str,
-                  x_format: Callable[[float], str] = _fmt, y_format: Callable[[float], str] = _fmt, unit_y: bool = False,
+                  x_format: Callable[[float], str] = _fmt, y_format: Callable[[float], str] = _fmt,
+                  unit_y: bool = False,
                   width: int = 560, names: dict[str, str] | None = None) -> str:
     """Quality (y) against cost (x); points (label, x, y, on the front); the
     front is joined cheapest first."""
@@ -207,22 +222,30 @@ def scatter_chart(title: str, points: Sequence[tuple[str, float, float, bool]], 
     for t in nice_ticks(x_lo, x_hi, 5):
         if x_lo <= t <= x_hi:
             body.append(f'<line class="grid" x1="{x(t):.1f}" x2="{x(t):.1f}" y1="{top}" y2="{base}"/>')
-            body.append(f'<text class="tick" x="{x(t):.1f}" y="{base + 16}" text-anchor="middle">{e(x_format(t))}</text>')
+            body.append(
+                f'<text class="tick" x="{x(t):.1f}" y="{base + 16}" text-anchor="middle">{e(x_format(t))}</text>')
     for t in nice_ticks(y_lo, y_hi, 5):
         if y_lo <= t <= y_hi:
             body.append(f'<line class="grid" x1="{left}" x2="{width - right}" y1="{y(t):.1f}" y2="{y(t):.1f}"/>')
-            body.append(f'<text class="tick" x="{left - 6}" y="{y(t) + 4:.1f}" text-anchor="end">{e(y_format(t))}</text>')
+            body.append(
+                f'<text class="tick" x="{left - 6}" y="{y(t) + 4:.1f}" text-anchor="end">{e(y_format(t))}</text>')
     body.append(f'<line class="axis" x1="{left}" x2="{width - right}" y1="{base}" y2="{base}"/>')
     body.append(f'<line class="axis" x1="{left}" x2="{left}" y1="{top}" y2="{base}"/>')
-    body.append(f'<text class="axis-label" x="{left + plot_w / 2:.1f}" y="{height - 8}" text-anchor="middle">{e(x_label)}</text>')
-    body.append(f'<text class="axis-label" transform="translate(14 {top + plot_h / 2:.1f}) rotate(-90)" text-anchor="middle">{e(y_label)}</text>')
+    body.append(
+        f'<text class="axis-label" x="{left + plot_w / 2:.1f}" y="{height - 8}" '
+        f'text-anchor="middle">{e(x_label)}</text>')
+    body.append(
+        f'<text class="axis-label" transform="translate(14 {top + plot_h / 2:.1f}) rotate(-90)" '
+        f'text-anchor="middle">{e(y_label)}</text>')
     front = sorted((p for p in points if p[3]), key=lambda p: (p[1], p[2]))
     if len(front) > 1:
         path = " ".join(f"{x(p[1]):.1f},{y(p[2]):.1f}" for p in front)
         body.append(f'<polyline class="front-line" points="{path}"/>')
     for label, xv, yv, on in points:
-        tip = f"{label}: {y_label} {y_format(yv)}, {x_label} {x_format(xv)}" + (" (Pareto front)" if on else " (dominated)")
+        where = " (Pareto front)" if on else " (dominated)"
+        tip = f"{label}: {y_label} {y_format(yv)}, {x_label} {x_format(xv)}{where}"
         body.append(f'<g class="mark{" front" if on else ""}" data-run="{e(label)}"><title>{e(tip)}</title>'
                     f'<circle class="dot" cx="{x(xv):.1f}" cy="{y(yv):.1f}" r="{6 if on else 4.5}"/>'
-                    f'<text class="point-label" x="{x(xv) + 8:.1f}" y="{y(yv) - 6:.1f}">{e(short(names.get(label, label), 30))}</text></g>')
+                    f'<text class="point-label" x="{x(xv) + 8:.1f}" '
+                    f'y="{y(yv) - 6:.1f}">{e(short(names.get(label, label), 30))}</text></g>')
     return _svg(width, height, body, title)

@@ -16,7 +16,8 @@ from typing import Any, Iterable, Sequence, TextIO
 from ..core.result import RunResult
 
 RESET = "\033[0m"
-STYLES = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "blue": "34", "cyan": "36", "best": "1;32"}
+STYLES = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "blue": "34", "cyan": "36",
+          "best": "1;32"}
 
 
 def use_color(stream: Any = None) -> bool:
@@ -54,7 +55,8 @@ def _unscored(m: Any) -> str:
     return f"{m.unscored} ({c.get('unknown', 0)}/{c.get('not_tested', 0)}/{c.get('error', 0)})"
 
 
-def _table(head: Sequence[str], rows: Sequence[Sequence[tuple[str, str | None]]], right: set[int], color: bool) -> list[str]:
+def _table(head: Sequence[str], rows: Sequence[Sequence[tuple[str, str | None]]], right: set[int],
+           color: bool) -> list[str]:
     """Rows of (text, style) cells; columns padded on the plain text."""
     widths = [len(h) for h in head]
     for r in rows:
@@ -95,7 +97,8 @@ def format_run(result: RunResult, *, color: bool = False) -> str:
         rows.append([(name, "bold"), (m.direction.arrow, "cyan"), (_f(m.mean), None), (ci, "dim"), (str(m.n), None),
                      (_unscored(m), "yellow" if m.unscored else "dim")])
     errors = _paint(f"errors {result.error_count}", "red" if result.error_count else None, color)
-    lines = [f"run {_paint(result.name, 'bold', color)}  fingerprint {result.fingerprint[:12]}  samples {result.perf.samples}  {errors}"]
+    lines = [f"run {_paint(result.name, 'bold', color)}  fingerprint {result.fingerprint[:12]}  samples "
+             f"{result.perf.samples}  {errors}"]
     lines += _table(head, rows, {2, 4}, color)
     lines.append(_perf_line(result))
     if result.samples_path:
@@ -126,7 +129,8 @@ def format_sweep(results: Iterable[RunResult], *, title: str | None = None, colo
         for i, (lab, s) in enumerate(have):
             is_best = best is not None and s.mean == best
             rows.append([(name if i == 0 else "", "bold"), (direction.arrow if i == 0 else "", "cyan"), (lab, None),
-                         (_f(s.mean) + (" *" if is_best else "  "), "best" if is_best else None), (_ci(s.ci_low, s.ci_high), "dim"),
+                         (_f(s.mean) + (" *" if is_best else "  "), "best" if is_best else None),
+                         (_ci(s.ci_low, s.ci_high), "dim"),
                          (str(s.n), None), (_unscored(s), "yellow" if s.unscored else "dim")])
     errors = sum(r.error_count for r in runs)
     head_line = f"{_paint(title, 'bold', color) + '  ' if title else ''}{len(runs)} runs  {len(metrics)} metrics  " \

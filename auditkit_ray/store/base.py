@@ -1,90 +1,22 @@
-"""The result-store extension point and the local-directory store.
+"""The local-directory result store, and ``open_store`` (a store from a path).
 
 Writes are atomic: data goes to a temporary name in the same directory and is
 then linked into place, so no reader ever sees a partial file, and a file that
 is already present is never rewritten (``write_atomic`` returns False).
+``ResultStore`` (the extension point) lives in ``interface`` and is
+re-exported here.
 """
 
 from __future__ import annotations
 
-import io
 import os
 import uuid
-from abc import ABC, abstractmethod
-from collections import deque
-from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ..errors import ConfigError, RunError
+from .interface import ResultStore
 
-
-class ResultStore(ABC):
-    """Paths are '/'-separated and relative to the store root."""
-
-    @abstractmethod
-    def write_atomic(self, rel: str, data: bytes) -> bool:
-        """Write ``rel`` if absent; return False (writing nothing) if present."""
-
-    @abstractmethod
-    def read_bytes(self, rel: str) -> bytes: ...
-
-    @abstractmethod
-    def exists(self, rel: str) -> bool: ...
-
-    @abstractmethod
-    def list(self, prefix: str) -> list[str]:
-        """Names (not paths) of the files directly under ``prefix``."""
-
-    def list_dirs(self, prefix: str) -> list[str]:
-        """Names of the sub-directories directly under ``prefix``."""
-        return []
-
-    #: reads kept in flight by ``read_many`` (a remote store: one request's latency each)
-    prefetch: int = 8
-
-    def read_many(self, rels: Iterable[str]) -> Iterator[bytes]:
-        """The files' bytes in order, the next ``prefetch`` read ahead in
-        threads while the caller works on the current one (memory: at most
-        ``prefetch`` files at once)."""
-        if self.prefetch <= 1:
-            for rel in rels:
-                yield self.read_bytes(rel)
-            return
-        from concurrent.futures import ThreadPoolExecutor
-
-        todo = iter(rels)
-        with ThreadPoolExecutor(self.prefetch, thread_name_prefix="auditkit-store-read") as pool:
-            ahead: deque = deque()
-            for rel in todo:
-                ahead.append(pool.submit(self.read_bytes, rel))
-                if len(ahead) >= self.prefetch:
-                    break
-            while ahead:
-                data = ahead.popleft().result()
-                nxt = next(todo, None)
-                if nxt is not None:
-                    ahead.append(pool.submit(self.read_bytes, nxt))
-                yield data
-
-    @abstractmethod
-    def replace(self, rel: str, data: bytes) -> None:
-        """Atomically write ``rel``, replacing any earlier version (run JSON, manifests)."""
-
-    @abstractmethod
-    def uri(self, rel: str = "") -> str: ...
-
-    # parquet helpers ------------------------------------------------------
-    def write_table(self, rel: str, table) -> bool:
-        import pyarrow.parquet as pq
-
-        buf = io.BytesIO()
-        pq.write_table(table, buf)
-        return self.write_atomic(rel, buf.getvalue())
-
-    def read_table(self, rel: str):
-        import pyarrow.parquet as pq
-
-        return pq.read_table(io.BytesIO(self.read_bytes(rel)))
+__all__ = ["LocalStore", "ResultStore", "open_store"]
 
 
 class LocalStore(ResultStore):
@@ -164,5 +96,6 @@ def open_store(spec: "str | object", endpoint_url: str | None = None, region: st
         return S3Store(path, endpoint_url=endpoint, region=region)
     if "://" in path and not path.startswith("file://"):
         scheme = path.split("://", 1)[0]
-        raise ConfigError(f"store.path {path!r}: {scheme}:// is not supported (use a local directory or s3://bucket/prefix)")
+        raise ConfigError(f"store.path {path!r}: {scheme}:// is not supported "
+                          "(use a local directory or s3://bucket/prefix)")
     return LocalStore(path.removeprefix("file://"))

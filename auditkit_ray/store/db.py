@@ -57,7 +57,8 @@ class ExperimentDB:
         return con
 
     # ------------------------------------------------------------------ write
-    def record(self, result: RunResult, result_uri: str | None = None, store_uri: str | None = None, status: str = "complete") -> None:
+    def record(self, result: RunResult, result_uri: str | None = None, store_uri: str | None = None,
+               status: str = "complete") -> None:
         cfg = result.config or {}
         model = cfg.get("model") or {}
         dataset = cfg.get("dataset") or {}
@@ -78,7 +79,8 @@ class ExperimentDB:
                 [(result.fingerprint, m.name, m.direction.value, m.mean, m.n, m.ci_low, m.ci_high, m.aggregation)
                  for m in result.metrics.values()],
             )
-            con.executemany("INSERT INTO tags VALUES (?,?,?)", [(result.fingerprint, k, str(v)) for k, v in (exp.get("tags") or {}).items()])
+            con.executemany("INSERT INTO tags VALUES (?,?,?)",
+                            [(result.fingerprint, k, str(v)) for k, v in (exp.get("tags") or {}).items()])
 
     def sync(self, store: Any) -> int:
         """Index every run found in a result store; returns how many."""
@@ -115,31 +117,40 @@ class ExperimentDB:
             where.append("r.created_at < ?")
             args.append(until)
         for k, v in (tags or {}).items():
-            where.append("EXISTS (SELECT 1 FROM tags t WHERE t.fingerprint = r.fingerprint AND t.key = ? AND t.value = ?)")
+            where.append(
+                "EXISTS (SELECT 1 FROM tags t WHERE t.fingerprint = r.fingerprint AND t.key = ? AND t.value = ?)")
             args += [k, v]
         for cond in metrics or []:
             m = _COND.match(cond)
             if not m:
                 raise ConfigError(f"metric filter {cond!r}: write METRIC>VALUE (>, >=, <, <=, =)")
             op = "=" if m.group(2) == "==" else m.group(2)
-            where.append(f"EXISTS (SELECT 1 FROM metrics x WHERE x.fingerprint = r.fingerprint AND x.metric = ? AND x.mean {op} ?)")
+            where.append("EXISTS (SELECT 1 FROM metrics x WHERE x.fingerprint = r.fingerprint AND x.metric = ? "
+                         f"AND x.mean {op} ?)")
             args += [m.group(1), float(m.group(3))]
-        sql = "SELECT r.* FROM runs r" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY r.created_at, r.fingerprint"
+        sql = ("SELECT r.* FROM runs r" + (" WHERE " + " AND ".join(where) if where else "")
+               + " ORDER BY r.created_at, r.fingerprint")
         with closing(self._connect()) as con:
             rows = [dict(r) for r in con.execute(sql, args)]
             for r in rows:
-                r["metrics"] = {m["metric"]: {"mean": m["mean"], "n": m["n"], "direction": m["direction"], "ci_low": m["ci_low"], "ci_high": m["ci_high"]}
-                                for m in con.execute("SELECT * FROM metrics WHERE fingerprint = ? ORDER BY metric", (r["fingerprint"],))}
-                r["tags"] = {t["key"]: t["value"] for t in con.execute("SELECT * FROM tags WHERE fingerprint = ?", (r["fingerprint"],))}
+                r["metrics"] = {m["metric"]: {"mean": m["mean"], "n": m["n"], "direction": m["direction"],
+                                              "ci_low": m["ci_low"], "ci_high": m["ci_high"]}
+                                for m in con.execute("SELECT * FROM metrics WHERE fingerprint = ? ORDER BY metric",
+                                                     (r["fingerprint"],))}
+                r["tags"] = {t["key"]: t["value"] for t in con.execute("SELECT * FROM tags WHERE fingerprint = ?",
+                                                                       (r["fingerprint"],))}
                 r.pop("config", None)
         return rows
 
     def get(self, prefix: str) -> dict[str, Any]:
         with closing(self._connect()) as con:
-            rows = [dict(r) for r in con.execute("SELECT * FROM runs WHERE fingerprint LIKE ? OR run_id = ? OR name = ?", (prefix + "%", prefix, prefix))]
+            rows = [dict(r) for r in con.execute(
+                "SELECT * FROM runs WHERE fingerprint LIKE ? OR run_id = ? OR name = ?",
+                (prefix + "%", prefix, prefix))]
         if not rows:
             raise ConfigError(f"no run matches {prefix!r} in {self.path}")
         if len(rows) > 1:
             raise ConfigError(f"{prefix!r} matches {len(rows)} runs in {self.path}; give more of the fingerprint")
         full = self.query()
-        return next(r for r in full if r["fingerprint"] == rows[0]["fingerprint"]) | {"config": json.loads(rows[0]["config"] or "{}")}
+        found = next(r for r in full if r["fingerprint"] == rows[0]["fingerprint"])
+        return found | {"config": json.loads(rows[0]["config"] or "{}")}

@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from ..errors import RunError, require
-from .base import ResultStore
+from .interface import ResultStore
 
 _CLIENT_LOCK = threading.Lock()
 
@@ -24,7 +24,8 @@ RETRYABLE = ("EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError
 
 
 class S3Store(ResultStore):
-    def __init__(self, uri: str, endpoint_url: str | None = None, region: str | None = None, retry_s: float = 60.0) -> None:
+    def __init__(self, uri: str, endpoint_url: str | None = None, region: str | None = None,
+                 retry_s: float = 60.0) -> None:
         if not uri.startswith("s3://"):
             raise ValueError(f"not an s3:// URI: {uri}")
         rest = uri[len("s3://"):]
@@ -75,7 +76,8 @@ class S3Store(ResultStore):
                     delay = min(delay * 2, 5.0)
                     continue
                 if name in RETRYABLE:
-                    raise RunError(f"result store {self.uri_root}: unreachable while trying to {what} ({exc})") from None
+                    raise RunError(f"result store {self.uri_root}: unreachable while trying to {what} "
+                                   f"({exc})") from None
                 raise
 
     @staticmethod

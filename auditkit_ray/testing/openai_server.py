@@ -127,6 +127,12 @@ class ModelPolicy(ScriptedPolicy):
                 "usage": {"prompt_tokens": gen.prompt_tokens or 0, "completion_tokens": gen.completion_tokens or 0}}
 
 
+def _arguments_text(call: dict[str, Any]) -> str:
+    """A tool call's arguments as the API sends them: a JSON string."""
+    args = call.get("arguments", {})
+    return args if isinstance(args, str) else json.dumps(args)
+
+
 def _is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -220,8 +226,7 @@ class OpenAIServer:
             if calls:
                 msg["tool_calls"] = [
                     {"id": c.get("id") or f"call_{i}", "type": "function",
-                     "function": {"name": c["name"],
-                                  "arguments": c["arguments"] if isinstance(c.get("arguments"), str) else json.dumps(c.get("arguments", {}))}}
+                     "function": {"name": c["name"], "arguments": _arguments_text(c)}}
                     for i, c in enumerate(calls)
                 ]
             choice["message"] = msg
@@ -240,7 +245,8 @@ class OpenAIServer:
                                       "token_logprobs": [next(iter(t.values())) for t in tops],
                                       "top_logprobs": [dict(list(t.items())[:k]) for t in tops]}
         return {"id": f"cmpl-{self._ids}", "object": "chat.completion" if chat else "text_completion",
-                "created": int(time.time()), "model": body.get("model", self.model_name), "choices": [choice], "usage": usage}
+                "created": int(time.time()), "model": body.get("model", self.model_name), "choices": [choice],
+                "usage": usage}
 
 
 class _Server(ThreadingHTTPServer):
@@ -272,7 +278,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
-        self._send(status, {"error": {"message": message, "type": "server_error" if status >= 500 else "invalid_request_error",
+        self._send(status,
+                   {"error": {"message": message, "type": "server_error" if status >= 500 else "invalid_request_error",
                                       "code": status}}, headers)
 
     def do_GET(self) -> None:  # noqa: N802
@@ -324,7 +331,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m auditkit_ray.testing.openai_server", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m auditkit_ray.testing.openai_server",
+                                 description=__doc__.split("\n\n")[0])
     ap.add_argument("--host", default="127.0.0.1", help="a loopback address (default 127.0.0.1)")
     ap.add_argument("--port", type=int, default=8000)
     ap.add_argument("--model", help="serve this HF checkpoint through the hf backend (CPU)")
@@ -345,10 +353,11 @@ def main(argv: list[str] | None = None) -> int:
         faults.append(rule)
     if args.model:
         from ..backends.hf import HFBackend
+        from ..backends.hf import HFSettings as HFSpec
         from ..config.models import GenerationSettings
-        from ..config.models import HFBackend as HFSpec
 
-        backend = HFBackend(HFSpec(type="hf", path=args.model, device="cpu", num_gpus=0, batch_size=1), GenerationSettings())
+        backend = HFBackend(HFSpec(type="hf", path=args.model, device="cpu", num_gpus=0, batch_size=1),
+                            GenerationSettings())
         backend.load()
         policy: ScriptedPolicy = ModelPolicy(backend, latency_s=args.latency, faults=faults)
     else:

@@ -20,7 +20,8 @@ def start_moto_server(log: IO[str] | None = None, timeout_s: float = 30.0) -> tu
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)], stdout=log or subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)], stdout=log or subprocess.DEVNULL,
+                            stderr=subprocess.STDOUT)
     deadline = time.time() + timeout_s
     while time.time() < deadline:
         try:

@@ -68,7 +68,8 @@ def test_lm_eval_results_map_to_run_results_with_directions_stderr_nshot_and_ver
     assert gen.metadata["lm_eval"]["higher_is_better"] == {"exact_match": True, "abs_error": False}
     assert gen.metrics["abs_error@strict-match"].direction is Direction.MINIMIZE
     assert gen.metrics["exact_match@strict-match"].direction is Direction.MAXIMIZE
-    assert mc.metrics["brier_score"].direction is Direction.MINIMIZE and mc.metrics["acc"].direction is Direction.MAXIMIZE
+    assert (mc.metrics["brier_score"].direction is Direction.MINIMIZE
+            and mc.metrics["acc"].direction is Direction.MAXIMIZE)
     # numbers and stderr exactly as lm-eval reported them (results["results"][task])
     for run in (gen, mc):
         reported = run.metadata["lm_eval"]["results"]
@@ -142,7 +143,7 @@ def test_compare_pairs_lm_eval_runs_per_sample_and_reads_their_directions(direct
 
 
 def test_lmeval_command_runs_a_task_and_prints_its_results(tiny_model, tmp_path, capsys):
-    from auditkit_ray.cli_lmeval import main
+    from auditkit_ray.cli import main
 
     rc = main(["lmeval", "--tasks", MC, "--model", str(tiny_model), "--limit", "4", "--store", str(tmp_path / "s"),
                "--no-index", "--json", "--bootstrap-iters", "0"])
@@ -158,7 +159,7 @@ def test_lmeval_command_runs_a_task_and_prints_its_results(tiny_model, tmp_path,
 _NO_LM_EVAL = """
 import sys
 sys.modules["lm_eval"] = None  # as if the extra were not installed
-from auditkit_ray.cli_lmeval import main
+from auditkit_ray.cli import main
 sys.exit(main(["lmeval", "--tasks", "auditkit_arith_mc", "--model", "{model}"]))
 """
 
@@ -172,7 +173,8 @@ def test_without_the_extra_the_command_names_the_pip_install(tmp_path):
 
 
 def test_the_bridge_modules_import_without_lm_eval_or_torch():
-    code = ("import sys, auditkit_ray.integrations.lmeval, auditkit_ray.integrations.lmeval_metric, auditkit_ray.cli_lmeval;"
+    code = ("import sys, auditkit_ray.integrations.lmeval, auditkit_ray.integrations.lmeval_metric, "
+            "auditkit_ray.cli.lmeval;"
             "print(','.join(m for m in ('lm_eval', 'torch', 'datasets', 'ray', 'pyarrow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""

@@ -1,30 +1,33 @@
-"""``auditkit-ray lmeval``: lm-evaluation-harness tasks as auditkit-ray runs.
+"""``lmeval``: lm-evaluation-harness tasks as auditkit-ray runs.
 
-Registered by ``auditkit_ray.cli`` (``cli_lmeval.add_parsers(sub)``). Runs
-``run_lmeval`` and prints one result per task (or their JSON). Without the
-``lmeval`` extra it prints one line naming the ``pip install`` (exit 2).
+Runs the tasks (``api.lmeval``) and prints one result per task (or their
+JSON). Without the ``lmeval`` extra it prints one line naming the
+``pip install`` (exit 2).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, Sequence
+from typing import Any
 
-from .cli_output import emit
-from .errors import EXIT_OK
+from .. import api
+from ..errors import EXIT_OK
+from .output import emit, print_run
+
+
+def _seed(value: str | None) -> Any:
+    if value is None:
+        return None
+    parts = [int(p) for p in str(value).split(",")]
+    return parts[0] if len(parts) == 1 else tuple(parts)
 
 
 def cmd_lmeval(args: argparse.Namespace) -> int:
-    from .integrations.lmeval import run_lmeval
-
-    seed: Any = None
-    if args.seed is not None:
-        parts = [int(p) for p in str(args.seed).split(",")]
-        seed = parts[0] if len(parts) == 1 else tuple(parts)
-    results = run_lmeval(
+    """``auditkit-ray lmeval``: lm-eval tasks as stored runs, one result per task."""
+    results = api.lmeval(
         args.tasks, args.model, engine=args.engine, include_path=args.include_path, num_fewshot=args.num_fewshot,
-        limit=args.limit, seed=seed, batch_size=args.batch_size, device=args.device, dtype=args.dtype,
+        limit=args.limit, seed=_seed(args.seed), batch_size=args.batch_size, device=args.device, dtype=args.dtype,
         trust_remote_code=args.trust_remote_code, store=args.store, bootstrap_iters=args.bootstrap_iters,
         index=not args.no_index, address=args.address, shard_size=args.shard_size,
         generation_actors=args.generation_actors, data_dir=args.data_dir, progress=not args.quiet,
@@ -34,8 +37,6 @@ def cmd_lmeval(args: argparse.Namespace) -> int:
         return EXIT_OK
     if args.quiet:
         return EXIT_OK
-    from .report.terminal import print_run
-
     for r in results:
         print_run(r)
     return EXIT_OK
@@ -51,19 +52,22 @@ def _limit(value: str) -> int | float:
     return int(v) if v >= 1 else v
 
 
-def add_parsers(sub: Any) -> dict[str, Any]:
+def add_parsers(sub: Any) -> None:
+    """Register this module's commands on the sub-command parser ``sub``."""
     p = sub.add_parser(
-        "lmeval", help="run lm-evaluation-harness tasks (directly, or sharded on the Ray pipeline) into the result store",
-        description="Evaluate a local HF checkpoint on lm-eval tasks. Each task becomes a RunResult in the result store "
-                    "(per-sample table included), so `compare` and `leaderboard` work on it. Needs the lmeval extra: "
-                    "pip install 'auditkit-ray[lmeval]'.")
+        "lmeval", help="run lm-evaluation-harness tasks (directly, or sharded on the Ray pipeline) into the result "
+                       "store",
+        description="Evaluate a local HF checkpoint on lm-eval tasks. Each task becomes a RunResult in the result "
+                    "store (per-sample table included), so `compare` and `leaderboard` work on it. Needs the lmeval "
+                    "extra: pip install 'auditkit-ray[lmeval]'.")
     p.add_argument("--tasks", required=True, help="comma-separated lm-eval task names (the tasks in "
                                                   "auditkit_ray/integrations/lmeval_tasks are always found)")
     p.add_argument("--model", required=True, help="local HF-format checkpoint directory")
     p.add_argument("--engine", choices=["lm_eval", "pipeline"], default="lm_eval",
                    help="lm_eval: lm_eval.simple_evaluate in this process (default); pipeline: the task's requests "
                         "sharded over the Ray generation actors, scored by lm-eval's own metric functions")
-    p.add_argument("--include-path", action="append", default=[], metavar="DIR", help="more task YAML folders (repeatable)")
+    p.add_argument("--include-path", action="append", default=[], metavar="DIR",
+                   help="more task YAML folders (repeatable)")
     p.add_argument("--num-fewshot", type=int, default=None)
     p.add_argument("--limit", type=_limit, default=None, help="docs per task (a fraction below 1)")
     p.add_argument("--seed", default=None, help="one integer, or four comma-separated (python,numpy,torch,fewshot); "
@@ -75,38 +79,12 @@ def add_parsers(sub: Any) -> dict[str, Any]:
     p.add_argument("--store", default="results", help="result store root (default: results)")
     p.add_argument("--bootstrap-iters", type=int, default=100_000, help="lm-eval's stderr bootstrap (0: none)")
     p.add_argument("--no-index", action="store_true", help="do not record the runs in the ExperimentDB")
-    p.add_argument("--address", default=None, help="pipeline: Ray cluster address (default: RAY_ADDRESS, else a local Ray)")
+    p.add_argument("--address", default=None,
+                   help="pipeline: Ray cluster address (default: RAY_ADDRESS, else a local Ray)")
     p.add_argument("--shard-size", type=int, default=64, help="pipeline: docs per shard")
     p.add_argument("--generation-actors", type=int, default=1, help="pipeline: generation actors (GPUs)")
     p.add_argument("--data-dir", default=None, help="pipeline: where task docs are written as JSONL "
                                                     "(default ~/.cache/auditkit-ray/lmeval)")
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--json", action="store_true", help="print the RunResults as JSON")
-    return {"lmeval": cmd_lmeval}
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``auditkit-ray`` with the ``lmeval`` command registered even where
-    ``auditkit_ray.cli`` does not register it yet (``python -m auditkit_ray.cli_lmeval``)."""
-    from . import cli
-
-    build = cli.build_parser
-
-    def build_with_lmeval() -> argparse.ArgumentParser:
-        parser = build()
-        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        if "lmeval" not in sub.choices:
-            cli.COMMANDS.update(add_parsers(sub))
-        return parser
-
-    cli.build_parser = build_with_lmeval  # type: ignore[assignment]
-    try:
-        return cli.main(argv)
-    finally:
-        cli.build_parser = build  # type: ignore[assignment]
-
-
-if __name__ == "__main__":  # pragma: no cover
-    import sys
-
-    sys.exit(main())
+    p.set_defaults(handler=cmd_lmeval)

@@ -1,0 +1,94 @@
+"""Commands over stored runs' results: ``compare`` (two runs) and ``leaderboard`` (N runs)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from .. import api
+from ..errors import EXIT_OK
+from .output import emit
+
+
+def gate_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The gates of the command line (``--fail-under``, ``--fail-over``, ``--max-regression``) as keyword arguments."""
+    return {"fail_under": api.parse_assignments(args.fail_under, "--fail-under"),
+            "fail_over": api.parse_assignments(args.fail_over, "--fail-over"),
+            "max_regression": api.parse_max_regression(args.max_regression) or None}
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """``auditkit-ray compare A B``: a candidate against a baseline; exit 1 when a grade or gate fails."""
+    report = api.compare(
+        args.baseline, args.candidate, metrics=args.metric or None, warn_at=args.warn_at, fail_at=args.fail_at,
+        alpha=args.alpha, n_resamples=args.resamples, seed=args.seed, confidence=args.confidence, **gate_options(args),
+    )
+    emit(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) if args.json else report.format())
+    report.raise_for_failures()  # GateFailed -> exit 1, reasons on stderr
+    return EXIT_OK
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    """``auditkit-ray leaderboard RUN...``: rank runs per metric; exit 1 when a gate fails."""
+    board = api.leaderboard(
+        args.runs, metrics=args.metric or None, confidence=args.confidence, binary_ci=args.binary_ci, alpha=args.alpha,
+        n_resamples=args.resamples, seed=args.seed, cost_axis=args.cost_axis, quality=args.quality or None,
+        baseline=args.baseline, **gate_options(args),
+    )
+    emit(json.dumps(board.to_dict(), indent=2, ensure_ascii=False) if args.json else board.format())
+    board.raise_for_failures()
+    return EXIT_OK
+
+
+def _add_gate_args(q: argparse.ArgumentParser) -> None:
+    q.add_argument("--fail-under", action="append", metavar="METRIC=VALUE",
+                   help="fail (exit 1) when METRIC's mean is under VALUE; only for higher-is-better metrics")
+    q.add_argument("--fail-over", action="append", metavar="METRIC=VALUE",
+                   help="fail (exit 1) when METRIC's mean is over VALUE; only for lower-is-better metrics")
+    q.add_argument("--max-regression", action="append", metavar="[METRIC=]X",
+                   help="fail (exit 1) when a metric got worse than the baseline (direction-aware) by more than X; "
+                        "X absolute (0.02) or relative to the baseline (2%%); repeatable")
+
+
+def _add_stats_args(q: argparse.ArgumentParser) -> None:
+    q.add_argument("--metric", action="append", metavar="NAME", help="only these metrics (repeatable; default: all)")
+    q.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    q.add_argument("--confidence", type=float, default=0.95, help="interval confidence (default 0.95)")
+    q.add_argument("--resamples", type=int, default=10_000, help="bootstrap / permutation resamples (default 10000)")
+    q.add_argument("--seed", type=int, default=0, help="resampling seed (default 0)")
+    q.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def add_parsers(sub: Any) -> None:
+    """Register this module's commands on the sub-command parser ``sub``."""
+    c = sub.add_parser("compare", help="compare a candidate run with a baseline (direction-aware, paired tests, gates)",
+                       description="Compare run B (candidate) with run A (baseline). Exit 0 when every metric passes "
+                                   "its grade and every gate holds, 1 when a metric grades fail or a gate fails, 2 on "
+                                   "a usage error.")
+    c.add_argument("baseline", help="baseline result.json or run directory")
+    c.add_argument("candidate", help="candidate result.json or run directory")
+    c.add_argument("--warn-at", default="1%", metavar="X",
+                   help="grade warn when the regression exceeds X (absolute, or N%% of the baseline; default 1%%)")
+    c.add_argument("--fail-at", default="5%", metavar="X",
+                   help="grade fail (exit 1) when the regression exceeds X (default 5%%)")
+    _add_stats_args(c)
+    _add_gate_args(c)
+    c.set_defaults(handler=cmd_compare)
+
+    lb = sub.add_parser("leaderboard", help="rank runs per metric with intervals, pairwise tests and quality vs cost",
+                        description="Rank runs per metric (direction-aware) with intervals, winners and ties, "
+                                    "Holm-adjusted pairwise paired tests, and quality vs cost. Exit 0, 1 when a gate "
+                                    "fails, 2 on a usage error.")
+    lb.add_argument("runs", nargs="+", metavar="RUN", help="result.json files or run directories")
+    lb.add_argument("--binary-ci", choices=["wilson", "clopper-pearson"], default="wilson",
+                    help="interval for binary metrics (default wilson)")
+    lb.add_argument("--cost-axis", default="auto",
+                    help="Pareto cost axis: auto, cost, latency_p50_s, latency_p95_s, latency_p99_s, "
+                         "model_size_bytes, tokens, completion_tokens, wall_s")
+    lb.add_argument("--quality", action="append", metavar="METRIC",
+                    help="metric(s) for the Pareto front (default: all)")
+    lb.add_argument("--baseline", default=None, metavar="FILE", help="baseline run for --max-regression")
+    _add_stats_args(lb)
+    _add_gate_args(lb)
+    lb.set_defaults(handler=cmd_leaderboard)

@@ -1,0 +1,125 @@
+"""What the command writes: results on stdout, diagnostics on stderr.
+
+``--json`` output is the JSON alone on stdout: while such a command runs,
+Python-level writes to ``sys.stdout`` (Ray forwards its workers' and raylets'
+log lines that way) go to stderr, and the command writes its JSON with
+:func:`emit` to the stdout it started with, so
+``auditkit-ray run --json > result.json`` is a clean file.
+
+The library logs through ``logging`` and prints nothing; :func:`terminal_logging`
+is where the command decides what of it reaches the terminal.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from .. import api
+from ..errors import ConfigError
+
+_streams: list[Any] = []
+
+#: the package's logger: everything the library logs goes through it or a child of it
+LOGGER = "auditkit_ray"
+
+
+@contextmanager
+def json_stdout(enabled: bool) -> Iterator[None]:
+    """While enabled, ``sys.stdout`` is stderr and :func:`emit` writes to the real stdout."""
+    if not enabled:
+        yield
+        return
+    out = sys.stdout
+    _streams.append(out)
+    sys.stdout = sys.stderr
+    try:
+        yield
+    finally:
+        sys.stdout = out
+        _streams.pop()
+
+
+def emit(text: str) -> None:
+    """Print a command's result: to the original stdout inside json_stdout."""
+    print(text, file=_streams[-1] if _streams else sys.stdout, flush=True)
+
+
+def print_run(result: Any) -> None:
+    """One run's summary table on stdout (coloured on a terminal that wants colour)."""
+    print(api.format_run(result, color=api.use_color(sys.stdout)))
+
+
+def write_output(path: str, text: str) -> None:
+    """Write ``--output FILE`` atomically (a reader never sees half a report)."""
+    p = Path(path)
+    if p.parent and not p.parent.exists():
+        p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(f".{p.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, p)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise ConfigError(f"--output {path}: cannot write ({exc.strerror or exc})") from None
+
+
+class TerminalFormatter(logging.Formatter):
+    """Plain lines as the command has always printed them: ``warning: ...`` and
+    ``error: ...`` for those levels, progress (INFO) as it is."""
+
+    PREFIX = {logging.WARNING: "warning: ", logging.ERROR: "error: ", logging.CRITICAL: "error: "}
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = record.getMessage()
+        if record.exc_info and record.levelno >= logging.ERROR:
+            text += "\n" + self.formatException(record.exc_info)
+        return self.PREFIX.get(record.levelno, "") + text
+
+
+class StderrHandler(logging.Handler):
+    """Writes to whatever ``sys.stderr`` is when a record arrives (a test's
+    capture, a redirected stream), flushing each line so progress shows at once."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            stream = sys.stderr
+            stream.write(self.format(record) + "\n")
+            stream.flush()
+        except (OSError, ValueError):  # a closed or broken stderr: nowhere left to tell anyone
+            self.handleError(record)
+
+
+@contextmanager
+def terminal_logging(progress: bool) -> Iterator[None]:
+    """While a command runs, the library's warnings and errors go to stderr,
+    and its progress lines (INFO) too when ``progress``; afterwards the
+    logger is as it was (``main`` may run several times in one process)."""
+    logger = logging.getLogger(LOGGER)
+    handler = StderrHandler(logging.INFO if progress else logging.WARNING)
+    handler.setFormatter(TerminalFormatter())
+    before = (logger.level, logger.propagate)
+    logger.addHandler(handler)
+    logger.setLevel(handler.level)
+    logger.propagate = False  # a root handler someone configured would print every line twice
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(before[0])
+        logger.propagate = before[1]
+
+
+def warnings_until_exit() -> None:
+    """After the command: the library's warnings from exit hooks (Ray's local
+    cluster stopping) still reach stderr, as the command's own did."""
+    logger = logging.getLogger(LOGGER)
+    handler = StderrHandler(logging.WARNING)
+    handler.setFormatter(TerminalFormatter())
+    logger.addHandler(handler)
+    logger.propagate = False
