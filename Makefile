@@ -48,6 +48,8 @@ demo: $(STAMP)
 test: $(STAMP) $(MODEL)/config.json
 	# the HTML report is checked in a real headless browser (Debian's chromium)
 	command -v chromium >/dev/null 2>&1 || (apt-get update && apt-get install -y chromium)
+	# lint first (pyproject's [tool.ruff]): a lint failure fails the suite
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 

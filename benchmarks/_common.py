@@ -70,8 +70,16 @@ def goal(name: str, met: bool | None, detail: str) -> None:
 def parser(description: str) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=description)
     g = ap.add_mutually_exclusive_group()
-    g.add_argument("--smoke", dest="mode", action="store_const", const="smoke", help="seconds; checks the script runs, measures nothing meaningful")
-    g.add_argument("--quick", dest="mode", action="store_const", const="quick", help="smaller sizes that fit a laptop in minutes")
+    g.add_argument(
+        "--smoke",
+        dest="mode",
+        action="store_const",
+        const="smoke",
+        help="seconds; checks the script runs, measures nothing meaningful",
+    )
+    g.add_argument(
+        "--quick", dest="mode", action="store_const", const="quick", help="smaller sizes that fit a laptop in minutes"
+    )
     g.add_argument("--full", dest="mode", action="store_const", const="full", help="the sizes in the issue (default)")
     ap.set_defaults(mode="full")
     ap.add_argument("--json", metavar="FILE", help="also write the figures and settings as JSON")
@@ -90,7 +98,10 @@ class Recorder:
 
     def goal(self, name: str, met: bool | None, detail: str) -> None:
         goal(name, met, detail)
-        self.data["figures"][f"goal.{name}"] = {"value": "n/a" if met is None else ("met" if met else "missed"), "unit": detail}
+        self.data["figures"][f"goal.{name}"] = {
+            "value": "n/a" if met is None else ("met" if met else "missed"),
+            "unit": detail,
+        }
 
     def setting(self, **kw: Any) -> None:
         self.data["settings"].update(kw)
@@ -127,7 +138,10 @@ def machine() -> dict[str, Any]:
 
 def print_machine() -> None:
     m = machine()
-    note(f"machine: {m['cpus_usable']} cpus, {m['memory_gib']} GiB, python {m['python']}, load {m['loadavg']}, {m['date']}")
+    note(
+        f"machine: {m['cpus_usable']} cpus, {m['memory_gib']} GiB, python {m['python']}, "
+        f"load {m['loadavg']}, {m['date']}"
+    )
 
 
 # ----------------------------------------------------------------------------- memory
@@ -218,7 +232,7 @@ def write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
 def start_ray(num_cpus: float | None = None, num_gpus: float | None = None) -> float:
     """Start a local Ray the way the driver does; return the seconds it took."""
     from auditkit_ray.config.models import ExecutionSpec
-    from auditkit_ray.pipeline.driver import init_ray
+    from auditkit_ray.pipeline.runtime import init_ray
 
     t0 = time.perf_counter()
     init_ray(None, ExecutionSpec(num_cpus=num_cpus, num_gpus=num_gpus))

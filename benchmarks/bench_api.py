@@ -55,8 +55,22 @@ from pathlib import Path
 from typing import Any, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (Recorder, arith_records, call_quietly, note, parser, print_machine, rmtree, run_spec,  # noqa: E402
-                     start_ray, stop_ray, timed, warm_up, with_tmpdir, write_jsonl)
+from _common import (  # noqa: E402
+    Recorder,
+    arith_records,
+    call_quietly,
+    note,
+    parser,
+    print_machine,
+    rmtree,
+    run_spec,
+    start_ray,
+    stop_ray,
+    timed,
+    warm_up,
+    with_tmpdir,
+    write_jsonl,
+)
 
 #: mode -> requests per phase
 REQUESTS = {"smoke": 300, "quick": 5_000, "full": 20_000}
@@ -90,8 +104,7 @@ def _serve(conn: Any, latency_s: float, tuned: bool) -> None:
     """The test server in a child process; answers 'stats', 'reset', 'stop' on ``conn``."""
     import os
 
-    from auditkit_ray.testing import OpenAIServer, ScriptedPolicy
-    from auditkit_ray.testing import openai_server
+    from auditkit_ray.testing import OpenAIServer, ScriptedPolicy, openai_server
 
     if not tuned:  # only in this process: back to http.server's defaults (see BACKLOG)
         openai_server._Server.request_queue_size = 5
@@ -186,8 +199,18 @@ async def _client(base_url: str, bodies: list[bytes], answers: list[str], concur
 
 def client_bodies(records: list[dict[str, Any]]) -> list[bytes]:
     # the body the api backend sends for the same sample (seed: any int; the server ignores it)
-    return [json.dumps({"model": MODEL, "messages": [{"role": "user", "content": prompt_of(r)}], "max_tokens": MAX_TOKENS,
-                        "temperature": 0.0, "seed": i}).encode() for i, r in enumerate(records)]
+    return [
+        json.dumps(
+            {
+                "model": MODEL,
+                "messages": [{"role": "user", "content": prompt_of(r)}],
+                "max_tokens": MAX_TOKENS,
+                "temperature": 0.0,
+                "seed": i,
+            }
+        ).encode()
+        for i, r in enumerate(records)
+    ]
 
 
 def run_client(server: Server, records: list[dict[str, Any]], concurrency: int) -> tuple[float, dict[str, Any]]:
@@ -219,7 +242,7 @@ def ray_prints_to_stderr() -> Iterator[None]:
 
 
 def default_shard_size() -> int:
-    from auditkit_ray.config.models import APIBackend
+    from auditkit_ray.backends.api import APISettings as APIBackend
 
     return APIBackend.model_construct().default_shard_size()
 
@@ -227,13 +250,22 @@ def default_shard_size() -> int:
 def api_spec(base_url: str, data: Path, store: Path, shard_size: int | None, concurrency: int) -> dict[str, Any]:
     return {
         "name": "api-bench",
-        "model": {"type": "api", "base_url": base_url, "model": MODEL, "max_concurrency": concurrency,
-                  "cache_path": str(store / "api-cache.sqlite")},
+        "model": {
+            "type": "api",
+            "base_url": base_url,
+            "model": MODEL,
+            "max_concurrency": concurrency,
+            "cache_path": str(store / "api-cache.sqlite"),
+        },
         "generation": {"max_new_tokens": MAX_TOKENS},
         "dataset": {"path": str(data), "input_field": "question", "target_field": "answer"},
         "prompt": {"template": "{{ question }} Answer:"},
         "metrics": ["exact_match"],
-        "execution": {"generation_actors": 1, "scoring_actors": 1, **({"shard_size": shard_size} if shard_size else {})},
+        "execution": {
+            "generation_actors": 1,
+            "scoring_actors": 1,
+            **({"shard_size": shard_size} if shard_size else {}),
+        },
         "store": {"path": str(store)},
         "tracking": {"index": False},
     }
@@ -273,13 +305,19 @@ def run_auditkit(server: Server, data: Path, store: Path, n: int, shard: str, co
 def main(argv: list[str] | None = None) -> int:
     ap = parser(__doc__.split("\n\n")[0])
     ap.add_argument("--requests", type=int, help="requests per phase (default: by mode)")
-    ap.add_argument("--shard-sizes", default=",".join(map(str, SHARDS)),
-                    help="auditkit shard_size of each auditkit run ('default': the package's); the first is the headline "
-                         "(default %(default)s)")
+    ap.add_argument(
+        "--shard-sizes",
+        default=",".join(map(str, SHARDS)),
+        help="auditkit shard_size of each auditkit run ('default': the package's); the first is the headline "
+        "(default %(default)s)",
+    )
     ap.add_argument("--concurrency", type=int, default=CONCURRENCY)
-    ap.add_argument("--server-defaults", action="store_true",
-                    help=f"keep http.server's socket defaults (listen backlog 5, Nagle on) instead of backlog {BACKLOG} "
-                         "and TCP_NODELAY")
+    ap.add_argument(
+        "--server-defaults",
+        action="store_true",
+        help=f"keep http.server's socket defaults (listen backlog 5, Nagle on) instead of backlog {BACKLOG} "
+        "and TCP_NODELAY",
+    )
     a = ap.parse_args(argv)
     n = a.requests or REQUESTS[a.mode]
     shards = [x.strip() for x in a.shard_sizes.split(",") if x.strip()]
@@ -350,7 +388,9 @@ def main(argv: list[str] | None = None) -> int:
         rec.emit(f"{tag}.generation_s", r["generation_s"], f"s (perf.generation_s{extra})")
         rec.emit(f"{tag}.generation.rps", r["generation_rps"], f"req/s (n / perf.generation_s{extra})")
         rec.emit(f"{tag}.extra_requests", r["extra_requests"], f"requests (server-counted beyond N: retries{extra})")
-        rec.emit(f"{tag}.first_request_after", r["first_request_after"], f"s (evaluate() start to the first request{extra})")
+        rec.emit(
+            f"{tag}.first_request_after", r["first_request_after"], f"s (evaluate() start to the first request{extra})"
+        )
         rec.emit(f"{tag}.after_last_request", r["after_last_request"], f"s (last request to evaluate() return{extra})")
         stag = "api.server.auditkit" if k == 0 else f"api.server.auditkit.shard{shard}"
         rec.emit(f"{stag}.cpu_per_request", r["server_cpu_per_request"], "ms")

@@ -60,21 +60,21 @@ def _plan(r: int, data: Path, store: Path, shard_size: int, n: int):
     """A Plan as the driver has it after the pipeline ran (no payloads)."""
     import math
 
-    from auditkit_ray.config.identity import generation_fingerprint, run_fingerprint
     from auditkit_ray.config.loader import run_spec_from_dict
-    from auditkit_ray.pipeline.plan import Plan
+    from auditkit_ray.pipeline.plan import Plan, RunIdentity
     from auditkit_ray.store.base import open_store
     from auditkit_ray.store.layout import RunLayout
 
     spec = run_spec_from_dict(run_dict(r, data, store, shard_size), "<bench>")
-    layout = RunLayout(run_fingerprint(spec), generation_fingerprint(spec), shard_size)
+    identity = RunIdentity.of(spec)
+    layout = RunLayout(identity.run_fp, identity.gen_fp, shard_size)
     return Plan(spec=spec, store=open_store(spec.store), n_samples=n, layout=layout,
-                n_shards=math.ceil(n / shard_size))
+                n_shards=math.ceil(n / shard_size), identity=identity)
 
 
 def write_runs(n_runs: int, n: int, data: Path, store: Path) -> None:
-    """Per-sample shards, as ScoreStage writes them (pipeline.tables.run_table)."""
-    from auditkit_ray.pipeline.tables import run_table
+    """Per-sample shards, as ScoreStage writes them (actors.tables.run_table)."""
+    from auditkit_ray.actors.tables import run_table
 
     recs = arith_records(n)
     rng = random.Random(1)
@@ -93,11 +93,19 @@ def write_runs(n_runs: int, n: int, data: Path, store: Path) -> None:
                 gens.append({"text": f"answer {recs[k]['answer']}", "raw_text": f"answer {recs[k]['answer']}",
                              "completion_tokens": 2, "token_source": "tokenizer", "latency_s": 0.01,
                              "latency_scope": "batch", "finish_reason": "stop"})
-                scores.append([
-                    {"name": "exact_match", "value": 1.0 if f1 > 0.8 else 0.0, "status": "scored", "reason": None, "metadata": {}},
-                    {"name": "token_f1", "value": f1, "status": "scored", "reason": None, "metadata": {}},
-                    {"name": "non_degenerate", "value": 1.0, "status": "scored", "reason": None, "metadata": {}},
-                ])
+                scores.append(
+                    [
+                        {
+                            "name": "exact_match",
+                            "value": 1.0 if f1 > 0.8 else 0.0,
+                            "status": "scored",
+                            "reason": None,
+                            "metadata": {},
+                        },
+                        {"name": "token_f1", "value": f1, "status": "scored", "reason": None, "metadata": {}},
+                        {"name": "non_degenerate", "value": 1.0, "status": "scored", "reason": None, "metadata": {}},
+                    ]
+                )
             table = run_table(i, items, targets, gens, [{}] * len(items), scores, {"host": "bench", "pid": 0})
             plan.store.write_table(plan.layout.shard(i), table)
 
@@ -171,7 +179,9 @@ def run_child(kind: str, args: list[str]) -> dict[str, Any]:
     proc = subprocess.run([PY, __file__, "--child", kind, *args], cwd=str(ROOT), capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
-        raise SystemExit(f"{kind} failed (exit {proc.returncode}):\n" + "\n".join(proc.stderr.strip().splitlines()[-15:]))
+        raise SystemExit(
+            f"{kind} failed (exit {proc.returncode}):\n" + "\n".join(proc.stderr.strip().splitlines()[-15:])
+        )
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     out["process_s"] = wall
     return out

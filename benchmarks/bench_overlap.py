@@ -28,8 +28,22 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 # Ray workers import the judge as 'bench_metrics:SleepyJudge' (init_ray passes PYTHONPATH on)
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in [str(BENCH_DIR), os.environ.get("PYTHONPATH", "")] if p)
-from _common import (Recorder, arith_records, call_quietly, note, parser, print_machine, rmtree, run_spec,  # noqa: E402
-                     start_ray, stop_ray, warm_up, timed, with_tmpdir, write_jsonl)
+from _common import (  # noqa: E402
+    Recorder,
+    arith_records,
+    call_quietly,
+    note,
+    parser,
+    print_machine,
+    rmtree,
+    run_spec,
+    start_ray,
+    stop_ray,
+    timed,
+    warm_up,
+    with_tmpdir,
+    write_jsonl,
+)
 
 #: mode -> (shards, shard size, seconds per shard in each stage)
 MODES = {"smoke": (3, 8, 0.1), "quick": (24, 32, 0.5), "full": (64, 64, 1.0)}
@@ -81,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
         with timed() as t_both:
             res = call_quietly(lambda: run_spec(gen_spec(data, work / "s2", shard_size, per_shard_s, [judge])))
         if res.metrics["sleepy_judge"].n != shards * shard_size:
-            raise SystemExit(f"the overlapped run scored {res.metrics['sleepy_judge'].n} samples, not {shards * shard_size}")
+            raise SystemExit(
+                f"the overlapped run scored {res.metrics['sleepy_judge'].n} samples, not {shards * shard_size}"
+            )
     finally:
         stop_ray()
     gen_s, judge_s, both_s = t_gen["s"], t_judge["s"], t_both["s"]

@@ -28,7 +28,19 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Recorder, note, parser, print_machine, rmtree, start_ray, stop_ray, timed, warm_up, with_tmpdir, write_jsonl  # noqa: E402
+from _common import (
+    Recorder,
+    note,
+    parser,
+    print_machine,
+    rmtree,
+    start_ray,
+    stop_ray,
+    timed,
+    warm_up,
+    with_tmpdir,
+    write_jsonl,
+)  # noqa: E402
 from bench_scoring_overhead import METRICS, SAMPLES, rag_records, spec  # noqa: E402
 
 
@@ -56,9 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     rec.setting(samples=n, runs=a.runs, file_mb=round(data.stat().st_size / 1e6, 1), shard_size=shard)
     note(f"{n} RAG samples ({data.stat().st_size / 1e6:.0f} MB), a sweep of {a.runs} runs")
 
+    from auditkit_ray.actors.shard import unpack
     from auditkit_ray.config.loader import run_spec_from_dict
     from auditkit_ray.pipeline.plan import build_plan, build_plans
-    from auditkit_ray.pipeline.rows import unpack
     from auditkit_ray.store.base import open_store
 
     def run_spec(k: int = 0, tasks: int | None = None) -> Any:
@@ -78,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
         with timed() as t_tasks:
             tasks = build_plan(tasks_spec, open_store(tasks_spec.store), in_tasks=True)
         same = sorted(alone.shard_payloads) == sorted(tasks.shard_payloads) and all(
-            unpack(alone.shard_payloads[i]["payload"]) == unpack(tasks.shard_payloads[i]["payload"]) for i in alone.shard_payloads)
+            unpack(alone.shard_payloads[i]["payload"]) == unpack(tasks.shard_payloads[i]["payload"])
+            for i in alone.shard_payloads
+        )
         if not same or tasks.planned_in_tasks < 2:
             raise SystemExit(f"the plan in parts ({tasks.planned_in_tasks} parts) differs from the driver's")
         del alone, tasks
@@ -100,13 +114,19 @@ def main(argv: list[str] | None = None) -> int:
     rec.emit("plan.ray_start", ray_s, "s")
     rec.emit("plan.warm_up_run", warm_s, "s")
     rec.emit("plan.driver_alone", t_alone["s"], "s")
-    rec.emit("plan.in_tasks", t_tasks["s"], f"s ({max(2, cpus)} parts: the driver's and {max(2, cpus) - 1} Ray tasks', their workers' start included)")
+    rec.emit(
+        "plan.in_tasks",
+        t_tasks["s"],
+        f"s ({max(2, cpus)} parts: the driver's and {max(2, cpus) - 1} Ray tasks', their workers' start included)",
+    )
     rec.emit("plan.ratio.driver_alone_vs_in_tasks", t_alone["s"] / t_tasks["s"], "x")
     rec.emit("plan.same_plan", True)
     rec.emit("plan.sweep.separately", t_separate["s"], f"s ({a.runs} runs, one reading each)")
     rec.emit("plan.sweep.shared", t_shared["s"], f"s ({a.runs} runs, one reading)")
     rec.emit("plan.sweep.ratio.separately_vs_shared", t_separate["s"] / t_shared["s"], "x")
-    rec.emit("plan.sweep.separately.rows_held", separate_mib, "MiB (the plans' rows on the driver until their cell runs)")
+    rec.emit(
+        "plan.sweep.separately.rows_held", separate_mib, "MiB (the plans' rows on the driver until their cell runs)"
+    )
     rec.emit("plan.sweep.shared.rows_held", shared_mib, "MiB (the plans' rows on the driver until their cell runs)")
     rmtree(work)
     rec.save(a.json)

@@ -35,8 +35,7 @@ from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
-from _common import (PY, ROOT, Recorder, arith_records, note, parser, print_machine, rmtree, with_tmpdir,  # noqa: E402
-                     write_jsonl)
+from _common import PY, ROOT, Recorder, arith_records, note, parser, print_machine, rmtree, with_tmpdir, write_jsonl  # noqa: E402
 from bench_hooks import read_calls  # noqa: E402
 
 #: mode -> (shards, shard size, seconds per shard)
@@ -80,7 +79,7 @@ def worker(out_path: str, spec_paths: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     calls = os.environ["AUDITKIT_BENCH_CALLS"]
     pythonpath = os.pathsep.join(p for p in [str(BENCH_DIR), str(ROOT), os.environ.get("PYTHONPATH", "")] if p)
-    # as auditkit_ray.pipeline.driver.init_ray does, plus the call-counting hook
+    # as auditkit_ray.pipeline.runtime.init_ray does, plus the call-counting hook
     ray.init(num_gpus=1, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False,
              runtime_env={"env_vars": {"PYTHONPATH": pythonpath, "AUDITKIT_BENCH_CALLS": calls},
                           "worker_process_setup_hook": "bench_hooks.count_generate_calls"})
@@ -125,7 +124,9 @@ def run_child(specs: list[dict[str, Any]], work: Path, tag: str, calls: Path, in
             proc.wait()
     wall = time.perf_counter() - t0
     if interrupt_at is None and proc.returncode != 0:
-        raise SystemExit(f"{tag} run failed (exit {proc.returncode}):\n" + "\n".join((err or "").strip().splitlines()[-15:]))
+        raise SystemExit(
+            f"{tag} run failed (exit {proc.returncode}):\n" + "\n".join((err or "").strip().splitlines()[-15:])
+        )
     results = json.loads(out.read_text()) if out.exists() else []
     return proc.returncode, results, wall, done_at_signal
 
@@ -149,7 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     work = with_tmpdir("bench-resume-")
     data = write_jsonl(work / "data.jsonl", arith_records(shards * shard_size))
     rec.setting(shards=shards, shard_size=shard_size, per_shard_s=per_shard_s, signal=a.signal)
-    note(f"{shards} shards x {shard_size} samples, {per_shard_s} s per shard; interrupt with SIG{a.signal} at {shards // 2} shards")
+    note(
+        f"{shards} shards x {shard_size} samples, {per_shard_s} s per shard; "
+        f"interrupt with SIG{a.signal} at {shards // 2} shards"
+    )
 
     from auditkit_ray.config.identity import generation_fingerprint, run_fingerprint
     from auditkit_ray.config.loader import run_spec_from_dict
@@ -170,9 +174,20 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"SIG{a.signal} at {at} stored shards did not stop the run (exit 0)")
     stored = len(list(layout_dir(s1).glob("shard-*.parquet")))
     # the resumed run, then the uninterrupted baseline, in one fresh driver
-    _, (res2, res3), wall23, _ = run_child([spec(data, s1, shard_size, per_shard_s), spec(data, s3, shard_size, per_shard_s)],
-                                           work, "after", c2, None, sig, layout_dir(s1))
-    if res2["metrics"] != res3["metrics"] or res2["samples"] != res3["samples"] or res2["samples"] != shards * shard_size:
+    _, (res2, res3), wall23, _ = run_child(
+        [spec(data, s1, shard_size, per_shard_s), spec(data, s3, shard_size, per_shard_s)],
+        work,
+        "after",
+        c2,
+        None,
+        sig,
+        layout_dir(s1),
+    )
+    if (
+        res2["metrics"] != res3["metrics"]
+        or res2["samples"] != res3["samples"]
+        or res2["samples"] != shards * shard_size
+    ):
         raise SystemExit(f"the resumed run differs from the uninterrupted one: {res2} vs {res3}")
     after = read_calls(str(c2))
     t1, t2, t3 = tally(read_calls(str(c1))), tally(after[: res2["log_lines"]]), tally(after[res2["log_lines"]:])

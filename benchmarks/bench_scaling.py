@@ -38,8 +38,26 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (PY, ROOT, MiB, PeakRSS, Recorder, arith_records, call_quietly, note, parser, print_machine, rmtree,  # noqa: E402
-                     run_spec, start_ray, stop_ray, timed, warm_up, with_tmpdir, write_jsonl)
+from _common import (  # noqa: E402
+    PY,
+    ROOT,
+    MiB,
+    PeakRSS,
+    Recorder,
+    arith_records,
+    call_quietly,
+    note,
+    parser,
+    print_machine,
+    rmtree,
+    run_spec,
+    start_ray,
+    stop_ray,
+    timed,
+    warm_up,
+    with_tmpdir,
+    write_jsonl,
+)
 
 #: mode -> (actor counts, shards, shard size, seconds of simulated work per shard)
 MODES = {
@@ -51,7 +69,9 @@ FIXED_COST_S = 0.02
 TOKENS = 32
 
 
-def spec(n_actors: int, data: Path, store: Path, shard_size: int, per_shard_s: float, scoring_actors: int) -> dict[str, Any]:
+def spec(
+    n_actors: int, data: Path, store: Path, shard_size: int, per_shard_s: float, scoring_actors: int
+) -> dict[str, Any]:
     per_token = (per_shard_s - FIXED_COST_S) / (TOKENS * shard_size)
     return {
         "name": f"scaling-{n_actors}",
@@ -72,7 +92,9 @@ def shard_times(result: Any) -> list[tuple[int, str, float]]:
 
     t = samples_table(result).select(["shard", "index", "worker"])
     out = {}
-    for shard, idx, w in zip(t.column("shard").to_pylist(), t.column("index").to_pylist(), t.column("worker").to_pylist()):
+    for shard, idx, w in zip(
+        t.column("shard").to_pylist(), t.column("index").to_pylist(), t.column("worker").to_pylist()
+    ):
         if idx == 0:
             info = json.loads(w)
             out[shard] = (shard, f"{info.get('host')}:{info.get('pid')}", float(info["generated_at"]))
@@ -160,15 +182,38 @@ def main(argv: list[str] | None = None) -> int:
     for k in counts:
         out = work / f"n{k}.json"
         mode_flag = f"--{a.mode}"
-        proc = subprocess.run([PY, __file__, mode_flag, "--scoring-actors", str(a.scoring_actors), "--child", str(k), str(work), str(out)],
-                              cwd=str(ROOT), capture_output=True, text=True)
+        proc = subprocess.run(
+            [
+                PY,
+                __file__,
+                mode_flag,
+                "--scoring-actors",
+                str(a.scoring_actors),
+                "--child",
+                str(k),
+                str(work),
+                str(out),
+            ],
+            cwd=str(ROOT),
+            capture_output=True,
+            text=True,
+        )
         if proc.returncode != 0:
-            raise SystemExit(f"N={k} failed (exit {proc.returncode}):\n" + "\n".join(proc.stderr.strip().splitlines()[-15:]))
+            raise SystemExit(
+                f"N={k} failed (exit {proc.returncode}):\n" + "\n".join(proc.stderr.strip().splitlines()[-15:])
+            )
         rows[k] = r = json.loads(out.read_text())
-        note(f"  N={k:<3} wall {r['wall']:6.1f} s, {r['workers']} actors produced, first shard done after "
-             f"{r['first_shard']:.1f} s, steady window {r['in_window']} shards, steady {r['steady'] or 0:.0f} samples/s, "
-             f"driver RSS {r['rss_start']:.0f} -> peak {r['rss_peak']:.0f} MiB")
-    rec.emit("scaling.ray_start", sum(r["ray_start"] for r in rows.values()) / len(rows), "s (mean over the driver processes)")
+        note(
+            f"  N={k:<3} wall {r['wall']:6.1f} s, {r['workers']} actors produced, first shard done after "
+            f"{r['first_shard']:.1f} s, steady window {r['in_window']} shards, "
+            f"steady {r['steady'] or 0:.0f} samples/s, "
+            f"driver RSS {r['rss_start']:.0f} -> peak {r['rss_peak']:.0f} MiB"
+        )
+    rec.emit(
+        "scaling.ray_start",
+        sum(r["ray_start"] for r in rows.values()) / len(rows),
+        "s (mean over the driver processes)",
+    )
     base_e2e, base_steady = rows[counts[0]]["e2e"] / counts[0], (rows[counts[0]]["steady"] or 0) / counts[0]
     for k in counts:
         r = rows[k]
@@ -180,7 +225,11 @@ def main(argv: list[str] | None = None) -> int:
             rec.emit(f"scaling.n{k}.throughput_steady", r["steady"], "samples/s")
             rec.emit(f"scaling.n{k}.efficiency_steady", r["steady"] / (k * base_steady), "")
         else:
-            rec.emit(f"scaling.n{k}.efficiency_steady", "n/a", f"(no window with all {k} actors producing; {r['workers']} produced)")
+            rec.emit(
+                f"scaling.n{k}.efficiency_steady",
+                "n/a",
+                f"(no window with all {k} actors producing; {r['workers']} produced)",
+            )
         rec.emit(f"scaling.n{k}.driver_rss_peak", r["rss_peak"], "MiB")
         rec.emit(f"scaling.n{k}.driver_rss_growth_in_run", r["rss_peak"] - r["rss_start"], "MiB")
     upto16 = [k for k in counts if 1 < k <= 16]

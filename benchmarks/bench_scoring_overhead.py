@@ -34,8 +34,21 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (Recorder, call_quietly, note, parser, print_machine, rmtree, run_spec, start_ray,  # noqa: E402
-                     stop_ray, timed, warm_up, with_tmpdir, write_jsonl)
+from _common import (  # noqa: E402
+    Recorder,
+    call_quietly,
+    note,
+    parser,
+    print_machine,
+    rmtree,
+    run_spec,
+    start_ray,
+    stop_ray,
+    timed,
+    warm_up,
+    with_tmpdir,
+    write_jsonl,
+)
 
 SAMPLES = {"smoke": 2_000, "quick": 50_000, "full": 200_000}
 SHARD = 2_000
@@ -124,9 +137,10 @@ def stage_cpu(data: Path, store: Path, n: int, passes: int = 5) -> tuple[float, 
 
     import numpy as np
 
+    from auditkit_ray.actors.generate import GenerateStage
+    from auditkit_ray.actors.score import ScoreStage
     from auditkit_ray.config.loader import run_spec_from_dict
     from auditkit_ray.pipeline.plan import build_plan
-    from auditkit_ray.pipeline.stages import GenerateStage, ScoreStage
     from auditkit_ray.store.base import open_store
 
     d = spec(data, store, 1)
@@ -191,7 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     ours_means = {k: v.mean for k, v in res.metrics.items() if v.mean is not None}
     diff = [k for k in loop_means if abs(loop_means[k] - ours_means.get(k, float("nan"))) > 1e-9]
     if diff or res.perf.samples != loop_n:
-        raise SystemExit(f"auditkit and the plain loop disagree on {diff or 'the sample count'}: {ours_means} vs {loop_means}")
+        raise SystemExit(
+            f"auditkit and the plain loop disagree on {diff or 'the sample count'}: {ours_means} vs {loop_means}"
+        )
     ours_rate, loop_rate = n / t_ours["s"], n / t_loop["s"]
     rec.emit("scoring.samples", n, "samples")
     rec.emit("scoring.ray_start", ray_s, "s")
@@ -203,11 +219,19 @@ def main(argv: list[str] | None = None) -> int:
     rec.emit("scoring.loop.throughput", loop_rate, "samples/s")
     rec.emit("scoring.ratio.auditkit_vs_loop", ours_rate / loop_rate, "x")
     rec.emit("scoring.driver.plan", t_plan["s"], "s (the driver alone)")
-    rec.emit("scoring.driver.plan_in_tasks", t_plan_tasks["s"],
-             f"s ({tasks_plan.planned_in_tasks or 'no'} parts, the driver's and Ray tasks': what the run did; the driver alone below 64 MiB)")
+    rec.emit(
+        "scoring.driver.plan_in_tasks",
+        t_plan_tasks["s"],
+        f"s ({tasks_plan.planned_in_tasks or 'no'} parts, the driver's and Ray tasks': what the run did; "
+        "the driver alone below 64 MiB)",
+    )
     rec.emit("scoring.driver.merge_from_store", t_merge["s"], "s")
     rec.emit("scoring.stage.generate_cpu", gen_us, f"us/sample (GenerateStage in one process, {staged} samples)")
-    rec.emit("scoring.stage.score_cpu", score_us, f"us/sample (ScoreStage in one process, {staged} samples, best of 5 passes)")
+    rec.emit(
+        "scoring.stage.score_cpu",
+        score_us,
+        f"us/sample (ScoreStage in one process, {staged} samples, best of 5 passes)",
+    )
     rec.emit("scoring.means_match_loop", True)
     rec.goal("ge_1.5x_loop_excluding_ray_start", ours_rate >= 1.5 * loop_rate, f"{ours_rate / loop_rate:.2f}x")
     rmtree(work)

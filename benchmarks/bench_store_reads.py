@@ -26,8 +26,20 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (Recorder, arith_records, call_quietly, note, parser, print_machine, rmtree, run_spec,  # noqa: E402
-                     start_ray, stop_ray, with_tmpdir, write_jsonl)
+from _common import (  # noqa: E402
+    Recorder,
+    arith_records,
+    call_quietly,
+    note,
+    parser,
+    print_machine,
+    rmtree,
+    run_spec,
+    start_ray,
+    stop_ray,
+    with_tmpdir,
+    write_jsonl,
+)
 
 #: mode -> (samples, shard size)
 MODES = {"smoke": (200, 10), "quick": (20_000, 100), "full": (100_000, 64)}
@@ -36,7 +48,9 @@ REPS = 3
 
 def main(argv: list[str] | None = None) -> int:
     ap = parser(__doc__.split("\n\n")[0])
-    ap.add_argument("--latency-ms", default="0,20", help="added to every read, one pair of measurements each (default %(default)s)")
+    ap.add_argument(
+        "--latency-ms", default="0,20", help="added to every read, one pair of measurements each (default %(default)s)"
+    )
     a = ap.parse_args(argv)
     n, shard = MODES[a.mode]
     latencies = [float(x) for x in a.latency_ms.split(",") if x.strip()]
@@ -51,12 +65,12 @@ def main(argv: list[str] | None = None) -> int:
             rec.emit(name, "skipped", f"({why})")
         rec.save(a.json)
         return 0
+    import os
+
     from auditkit_ray.config import run_spec_from_dict
     from auditkit_ray.pipeline.merge import merge
     from auditkit_ray.pipeline.plan import build_plan
     from auditkit_ray.store.s3 import S3Store
-
-    import os
 
     for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):  # moto takes any credentials; never real ones here
         os.environ[k] = "bench-moto"
@@ -68,11 +82,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         boto3.client("s3", endpoint_url=url, region_name="us-east-1").create_bucket(Bucket="bench")
         data = write_jsonl(work / "data.jsonl", arith_records(n))
-        spec = {"name": "store-reads", "model": {"type": "simulated", "fixed_cost_s": 0.0, "per_token_s": 0.0, "output": "target"},
-                "dataset": {"path": str(data), "input_field": "question", "target_field": "answer"},
-                "prompt": {"template": "{{ question }} Answer:"}, "metrics": ["exact_match", "token_f1"],
-                "execution": {"shard_size": shard, "scoring_actors": 2},
-                "store": {"path": "s3://bench/results", "endpoint_url": url, "region": "us-east-1"}, "tracking": {"index": False}}
+        spec = {
+            "name": "store-reads",
+            "model": {"type": "simulated", "fixed_cost_s": 0.0, "per_token_s": 0.0, "output": "target"},
+            "dataset": {"path": str(data), "input_field": "question", "target_field": "answer"},
+            "prompt": {"template": "{{ question }} Answer:"},
+            "metrics": ["exact_match", "token_f1"],
+            "execution": {"shard_size": shard, "scoring_actors": 2},
+            "store": {"path": "s3://bench/results", "endpoint_url": url, "region": "us-east-1"},
+            "tracking": {"index": False},
+        }
         rec.setting(samples=n, shard_size=shard, shards=-(-n // shard), reps=REPS, latency_ms=latencies,
                     store="moto_server on 127.0.0.1", metrics=spec["metrics"])
         note(f"writing {n} samples in shards of {shard} to moto ...")

@@ -105,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     out = build(args.out, hidden=args.hidden, layers=args.layers, head_dim=args.head_dim,
                 intermediate=args.intermediate, seed=args.seed)
     info = json.loads((out / "bench_model.json").read_text())
-    print(f"bench model at {out} ({info['parameters']:,} parameters) in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+    print(
+        f"bench model at {out} ({info['parameters']:,} parameters) in {time.perf_counter() - t0:.1f}s", file=sys.stderr
+    )
     return 0
 
 

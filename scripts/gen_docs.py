@@ -180,7 +180,17 @@ def configuration_md() -> str:
 
 
 # ----------------------------------------------------------------------------- metrics
-_FAMILY_ORDER = ["generation", "lexical", "likelihood", "retrieval", "rag", "repeats", "agent", "oracle", "oracle-diagnostic"]
+_FAMILY_ORDER = [
+    "generation",
+    "lexical",
+    "likelihood",
+    "retrieval",
+    "rag",
+    "repeats",
+    "agent",
+    "oracle",
+    "oracle-diagnostic",
+]
 
 
 def _params(cls: type) -> str:
@@ -203,17 +213,17 @@ def _params(cls: type) -> str:
 
 def metric_rows() -> list[dict[str, Any]]:
     from auditkit_ray.core.metric import metric_info
-    from auditkit_ray.core.registry import _BUILTIN, resolve_metric
+    from auditkit_ray.core.registry import BUILTIN, resolve_metric
 
     rows = []
-    for name in sorted(_BUILTIN):  # built-ins only: metrics a session registered are not part of the reference
+    for name in sorted(BUILTIN):  # built-ins only: metrics a session registered are not part of the reference
         cls = resolve_metric(name)
         info = metric_info(cls)
         doc = inspect.getdoc(cls) or ""
         rows.append({
             **info,
             "name": name,
-            "class": _BUILTIN.get(name, f"{cls.__module__}:{cls.__qualname__}"),
+            "class": BUILTIN.get(name, f"{cls.__module__}:{cls.__qualname__}"),
             "aggregation": getattr(cls, "aggregation", "mean"),
             "scope": getattr(cls, "scope", "sample"),
             "params": _params(cls),

@@ -85,8 +85,21 @@ def tiny_grid(tiny_model) -> dict[str, Path]:
     out = {"p0": tiny_model}
     for pct in (25, 50):
         dst = tiny_model.parent / f"model-p{pct}"
-        subprocess.run([sys.executable, str(ROOT / "examples/tiny_model/prune.py"), "--src", str(tiny_model), "--out", str(dst),
-                        "--amount", str(pct / 100)], check=True, capture_output=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "examples/tiny_model/prune.py"),
+                "--src",
+                str(tiny_model),
+                "--out",
+                str(dst),
+                "--amount",
+                str(pct / 100),
+            ],
+            check=True,
+            capture_output=True,
+            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        )
         out[f"p{pct}"] = dst
     return out
 

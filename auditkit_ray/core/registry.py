@@ -1,6 +1,15 @@
 """Metric registry: built-in names and ``package.module:Class`` references
 resolve the same way. Built-ins are listed as import strings so that resolving
-one name never imports the others (or anything heavy)."""
+one name never imports the others (or anything heavy).
+
+An installed package can name its metrics through the entry-point group
+``auditkit_ray.metrics`` (the entry point's name is the metric's name in a
+run file, its value ``module:Class``), read the first time a name is not
+found otherwise::
+
+    [project.entry-points."auditkit_ray.metrics"]
+    my_metric = "mypkg.metrics:MyMetric"
+"""
 
 from __future__ import annotations
 
@@ -10,7 +19,7 @@ from ..errors import ConfigError
 from .metric import Metric
 
 #: built-in metric name -> "module:Class"
-_BUILTIN: dict[str, str] = {
+BUILTIN: dict[str, str] = {
     "mc_accuracy": "auditkit_ray.metrics.likelihood:MCAccuracy",
     "mc_accuracy_norm": "auditkit_ray.metrics.likelihood:MCAccuracyNorm",
     "loglikelihood": "auditkit_ray.metrics.likelihood:LogLikelihood",
@@ -82,6 +91,19 @@ _BUILTIN: dict[str, str] = {
     "grounding": "auditkit_ray.judges.builtin:Grounding",
 }
 _USER: dict[str, type[Metric]] = {}
+ENTRY_POINT_GROUP = "auditkit_ray.metrics"
+_ENTRY_POINTS: dict[str, str] = {}
+_entry_points_read: list[bool] = []
+
+
+def _entry_point(name: str) -> str | None:
+    """The ``module:Class`` an installed package's entry point gives ``name``, if any."""
+    if not _entry_points_read:
+        from importlib.metadata import entry_points
+
+        _ENTRY_POINTS.update({ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)})
+        _entry_points_read.append(True)
+    return _ENTRY_POINTS.get(name)
 
 
 def register_metric(name: str | None = None):
@@ -97,14 +119,15 @@ def register_metric(name: str | None = None):
 
 
 def builtin_names() -> list[str]:
-    return sorted(set(_BUILTIN) | set(_USER))
+    _entry_point("")
+    return sorted(set(BUILTIN) | set(_USER) | set(_ENTRY_POINTS))
 
 
 def resolve_metric(ref: str) -> type[Metric]:
     """Resolve a registered name or ``package.module:Class`` to a Metric class."""
     if ref in _USER:
         return _USER[ref]
-    target = _BUILTIN.get(ref, ref)
+    target = BUILTIN.get(ref) or _entry_point(ref) or ref
     if ":" not in target:
         known = ", ".join(builtin_names())
         raise ConfigError(f"unknown metric {ref!r}: use a registered name ({known}) or 'package.module:Class'")

@@ -16,7 +16,14 @@ from ..core.rowjson import loads as row_loads
 from ..core.types import Sample, content_id
 from ..errors import DataError, require
 
-_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+_SUFFIX = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "json",
+    ".csv": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
 
 
 def detect_format(path: Path, declared: str | None) -> str:
@@ -153,7 +160,14 @@ def _text(value: Any) -> str:
 
 
 #: columns that map onto Sample's RAG and agent fields when a dataset has them
-STRUCTURED_FIELDS = ("retrieved_contexts", "gold_evidence", "corpus_snapshot", "tools", "reference_tool_calls", "expected_state")
+STRUCTURED_FIELDS = (
+    "retrieved_contexts",
+    "gold_evidence",
+    "corpus_snapshot",
+    "tools",
+    "reference_tool_calls",
+    "expected_state",
+)
 
 
 def load_samples(spec: Any) -> tuple[list[Sample], list[dict]]:
@@ -202,7 +216,11 @@ def sample_of(spec: Any, where: str, rec: dict, rid: str) -> Sample:
     choices = rec.get(spec.choices_field) if spec.choices_field else None
     inp = rec.get(spec.input_field)
     structured = {k: rec[k] for k in STRUCTURED_FIELDS if rec.get(k) is not None}
-    extra = {k: v for k, v in rec.items() if k not in (spec.id_field, spec.target_field, spec.input_field) and k not in structured}
+    extra = {
+        k: v
+        for k, v in rec.items()
+        if k not in (spec.id_field, spec.target_field, spec.input_field) and k not in structured
+    }
     try:
         return Sample(
             id=rid,

@@ -29,21 +29,38 @@ def fn(name, description, properties, required):
 
 S = {"type": "string"}
 TOOLS = {
-    "get_weather": fn("get_weather", "Current weather in a city.",
-                      {"city": S, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}, ["city"]),
+    "get_weather": fn(
+        "get_weather",
+        "Current weather in a city.",
+        {"city": S, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        ["city"],
+    ),
     "get_time": fn("get_time", "Current time in an IANA time zone.", {"timezone": S}, ["timezone"]),
-    "convert_currency": fn("convert_currency", "Convert an amount between currencies.",
-                           {"amount": {"type": "number"}, "from_currency": S, "to_currency": S},
-                           ["amount", "from_currency", "to_currency"]),
-    "search_flights": fn("search_flights", "Search flights on a date.",
-                         {"origin": S, "destination": S, "date": {"type": "string", "pattern": "^\\d{4}-\\d{2}-\\d{2}$"}},
-                         ["origin", "destination", "date"]),
-    "book_flight": fn("book_flight", "Book a flight found by search_flights.",
-                      {"flight_id": S, "passengers": {"type": "integer", "minimum": 1}}, ["flight_id", "passengers"]),
+    "convert_currency": fn(
+        "convert_currency",
+        "Convert an amount between currencies.",
+        {"amount": {"type": "number"}, "from_currency": S, "to_currency": S},
+        ["amount", "from_currency", "to_currency"],
+    ),
+    "search_flights": fn(
+        "search_flights",
+        "Search flights on a date.",
+        {"origin": S, "destination": S, "date": {"type": "string", "pattern": "^\\d{4}-\\d{2}-\\d{2}$"}},
+        ["origin", "destination", "date"],
+    ),
+    "book_flight": fn(
+        "book_flight",
+        "Book a flight found by search_flights.",
+        {"flight_id": S, "passengers": {"type": "integer", "minimum": 1}},
+        ["flight_id", "passengers"],
+    ),
     "get_balance": fn("get_balance", "Balance of an account.", {"account": S}, ["account"]),
-    "transfer_funds": fn("transfer_funds", "Move money between two accounts.",
-                         {"from_account": S, "to_account": S, "amount": {"type": "number", "exclusiveMinimum": 0}},
-                         ["from_account", "to_account", "amount"]),
+    "transfer_funds": fn(
+        "transfer_funds",
+        "Move money between two accounts.",
+        {"from_account": S, "to_account": S, "amount": {"type": "number", "exclusiveMinimum": 0}},
+        ["from_account", "to_account", "amount"],
+    ),
     "delete_account": fn("delete_account", "Close an account for good.", {"account": S}, ["account"]),
 }
 

@@ -53,14 +53,25 @@ def execute(name: str, args: dict[str, Any], env: dict[str, Any]) -> tuple[Any, 
     """(result, is_error); mutates ``env``."""
     try:
         if name == "get_weather":
-            return {"city": args["city"], "temperature": WEATHER[args["city"]], "unit": args.get("unit", "celsius")}, False
+            return {
+                "city": args["city"],
+                "temperature": WEATHER[args["city"]],
+                "unit": args.get("unit", "celsius"),
+            }, False
         if name == "get_time":
             return {"timezone": args["timezone"], "time": TIMES[args["timezone"]]}, False
         if name == "convert_currency":
             rate = RATES[(args["from_currency"], args["to_currency"])]
             return {"amount": round(args["amount"] * rate, 2), "currency": args["to_currency"]}, False
         if name == "search_flights":
-            return [{"flight_id": "UA100", "origin": args["origin"], "destination": args["destination"], "date": args["date"]}], False
+            return [
+                {
+                    "flight_id": "UA100",
+                    "origin": args["origin"],
+                    "destination": args["destination"],
+                    "date": args["date"],
+                }
+            ], False
         if name == "book_flight":
             env.setdefault("bookings", []).append({"flight_id": args["flight_id"], "passengers": args["passengers"]})
             return {"confirmation": f"CONF-{args['flight_id']}"}, False
@@ -119,8 +130,13 @@ def step(payload: dict[str, Any]) -> dict[str, Any]:
         turn = plan[k]
     else:
         case = CASES.get(payload["sample_id"], {})
-        return {"output": case.get("target") or "I cannot help with that using these tools.", "done": True,
-                "final_state": env, "state": {**state, "k": k + 1}, "usage": {"prompt_tokens": 10, "completion_tokens": 5}}
+        return {
+            "output": case.get("target") or "I cannot help with that using these tools.",
+            "done": True,
+            "final_state": env,
+            "state": {**state, "k": k + 1},
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5},
+        }
     calls, results = [], []
     for i, c in enumerate(turn):
         cid = f"call_{payload['turn']}_{i}"

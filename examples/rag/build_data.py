@@ -44,30 +44,87 @@ def build(seed: int = 11) -> tuple[list[dict], list[dict]]:
         v2_extra = " ".join(rng.sample(filler, rng.randint(0, 5)))
         hype = " ".join(f"{name} {rng.choice(['is fast', 'is reliable', 'leads on throughput', 'is maximum value'])}."
                         for _ in range(rng.randint(1, 6)))
-        docs.append({"id": f"{slug}-spec-v1", "title": f"{product} specification (v1)", "version": "1", "date": "2024-03-01",
-                     "superseded_at": "2025-09-15", "access_groups": ["public"],
-                     "text": f"The {product} has a maximum throughput of {old_throughput} megabits per second and weighs {weight} kilograms. {v1_extra}"})
-        docs.append({"id": f"{slug}-spec-v2", "title": f"{product} specification (v2)", "version": "2", "date": "2025-09-15",
-                     "access_groups": ["public"],
-                     "text": f"Maximum throughput of the {product}: {throughput} megabits per second. Weight: {weight} kilograms. "
-                             f"Operating temperature from 0 to {rng.randint(40, 60)} degrees. {v2_extra}"})
-        docs.append({"id": f"{slug}-blurb", "title": f"Meet the {product}", "version": "1", "date": "2025-01-10", "access_groups": ["public"],
-                     "text": f"The {name} {kind} family. {hype} Customers love the {name} {kind}. Ask about {name} today."})
-        docs.append({"id": f"{slug}-pricing", "title": f"{product} price list", "version": "1", "date": "2025-10-01",
-                     "access_groups": ["finance"], "text": f"Internal list price of the {product}: {price} dollars per unit."})
-        docs.append({"id": f"{slug}-faq", "title": f"{product} FAQ", "version": "1", "date": "2025-05-05", "access_groups": ["public"],
-                     "text": f"Does the {product} support remote management? Yes. Can the {kind} be mounted on a wall? "
-                             f"Yes, with the bracket kit. How do I reset it? Hold the button for ten seconds."})
+        docs.append(
+            {
+                "id": f"{slug}-spec-v1",
+                "title": f"{product} specification (v1)",
+                "version": "1",
+                "date": "2024-03-01",
+                "superseded_at": "2025-09-15",
+                "access_groups": ["public"],
+                "text": f"The {product} has a maximum throughput of {old_throughput} megabits per second "
+                f"and weighs {weight} kilograms. {v1_extra}",
+            }
+        )
+        docs.append(
+            {
+                "id": f"{slug}-spec-v2",
+                "title": f"{product} specification (v2)",
+                "version": "2",
+                "date": "2025-09-15",
+                "access_groups": ["public"],
+                "text": f"Maximum throughput of the {product}: {throughput} megabits per second. "
+                f"Weight: {weight} kilograms. "
+                f"Operating temperature from 0 to {rng.randint(40, 60)} degrees. {v2_extra}",
+            }
+        )
+        docs.append(
+            {
+                "id": f"{slug}-blurb",
+                "title": f"Meet the {product}",
+                "version": "1",
+                "date": "2025-01-10",
+                "access_groups": ["public"],
+                "text": f"The {name} {kind} family. {hype} Customers love the {name} {kind}. Ask about {name} today.",
+            }
+        )
+        docs.append(
+            {
+                "id": f"{slug}-pricing",
+                "title": f"{product} price list",
+                "version": "1",
+                "date": "2025-10-01",
+                "access_groups": ["finance"],
+                "text": f"Internal list price of the {product}: {price} dollars per unit.",
+            }
+        )
+        docs.append(
+            {
+                "id": f"{slug}-faq",
+                "title": f"{product} FAQ",
+                "version": "1",
+                "date": "2025-05-05",
+                "access_groups": ["public"],
+                "text": f"Does the {product} support remote management? Yes. Can the {kind} be mounted on a wall? "
+                f"Yes, with the bracket kit. How do I reset it? Hold the button for ten seconds.",
+            }
+        )
         for j in range(5):  # generic notes that share vocabulary
-            docs.append({"id": f"{slug}-note-{j}", "title": f"Field note {j} on {kind}s", "version": "1", "date": "2025-02-0{j + 1}",
-                         "access_groups": ["public"],
-                         "text": f"Field note about {kind} installations number {j}: measured weight, cabling and throughput "
-                                 f"in site {rng.randint(100, 999)}."})
+            docs.append(
+                {
+                    "id": f"{slug}-note-{j}",
+                    "title": f"Field note {j} on {kind}s",
+                    "version": "1",
+                    "date": "2025-02-0{j + 1}",
+                    "access_groups": ["public"],
+                    "text": f"Field note about {kind} installations number {j}: measured weight, cabling and "
+                    "throughput "
+                    f"in site {rng.randint(100, 999)}.",
+                }
+            )
         if i < 16:
-            questions.append({"id": f"q-{slug}-throughput", "question": f"What is the maximum throughput of the {product}?",
-                              "answer": f"{throughput} megabits per second", "gold_evidence": [f"{slug}-spec-v2"],
-                              "gold_numbers": [throughput], "user_groups": ["public"], "answerable": True,
-                              "decision_date": DECISION_DATE})
+            questions.append(
+                {
+                    "id": f"q-{slug}-throughput",
+                    "question": f"What is the maximum throughput of the {product}?",
+                    "answer": f"{throughput} megabits per second",
+                    "gold_evidence": [f"{slug}-spec-v2"],
+                    "gold_numbers": [throughput],
+                    "user_groups": ["public"],
+                    "answerable": True,
+                    "decision_date": DECISION_DATE,
+                }
+            )
         elif i < 24:
             questions.append({"id": f"q-{slug}-weight", "question": f"How much does the {product} weigh in kilograms?",
                               "answer": f"{weight} kilograms", "gold_evidence": [f"{slug}-spec-v2"],
@@ -79,9 +136,18 @@ def build(seed: int = 11) -> tuple[list[dict], list[dict]]:
                               "gold_numbers": [], "user_groups": ["public"], "answerable": False,
                               "decision_date": DECISION_DATE})
     for name in ["Zephyr", "Obsidian", "Marlin", "Saffron"]:  # no documents at all
-        questions.append({"id": f"q-{name.lower()}-missing", "question": f"What is the maximum throughput of the {name} hub?",
-                          "answer": "I cannot answer that from the available documents.", "gold_evidence": [],
-                          "gold_numbers": [], "user_groups": ["public"], "answerable": False, "decision_date": DECISION_DATE})
+        questions.append(
+            {
+                "id": f"q-{name.lower()}-missing",
+                "question": f"What is the maximum throughput of the {name} hub?",
+                "answer": "I cannot answer that from the available documents.",
+                "gold_evidence": [],
+                "gold_numbers": [],
+                "user_groups": ["public"],
+                "answerable": False,
+                "decision_date": DECISION_DATE,
+            }
+        )
     return docs, questions
 
 

@@ -46,7 +46,9 @@ def prune(src: str | Path, out: str | Path, amount: float) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out), safe_serialization=True)
     for f in src.iterdir():  # tokenizer files
-        if f.is_file() and (f.name.startswith("tokenizer") or f.suffix == ".jinja" or f.name == "special_tokens_map.json"):
+        if f.is_file() and (
+            f.name.startswith("tokenizer") or f.suffix == ".jinja" or f.name == "special_tokens_map.json"
+        ):
             shutil.copy2(f, out / f.name)
     base = json.loads((src / "provenance.json").read_text()) if (src / "provenance.json").exists() else {}
     (out / "provenance.json").write_text(json.dumps({

@@ -292,25 +292,44 @@ def software() -> dict[str, str]:
 
 
 def write_provenance(out: Path, seed: int, steps: int, command: str) -> None:
-    (out / "provenance.json").write_text(json.dumps({
-        "base_model": "word-problems (trained from scratch)",
-        "training_script": "examples/tiny_model/train.py",
-        "command": command,
-        "seed": seed,
-        "steps": steps,
-        "batch_size": BATCH,
-        "architecture": {"type": "LlamaForCausalLM", "hidden_size": HIDDEN, "num_hidden_layers": LAYERS,
-                         "num_attention_heads": HEADS, "head_dim": HIDDEN // HEADS,
-                         "intermediate_size": INTERMEDIATE, "vocab_size": 512},
-        "training_data": {"generator": "examples/tiny_model/train.py:problems(seed, 'train')",
-                          "split": f"questions with sha256(question)[0] % {TEST_FRACTION} == 0 are held out for testing",
-                          "examples_seen": steps * BATCH},
-        "test_data": {"path": "examples/data/word_problems_test.jsonl", "items": TEST_ITEMS,
-                      "generator": f"examples/tiny_model/train.py:test_items({TEST_ITEMS}, seed={TEST_SEED})"},
-        "model_sha256": weights_sha256(out),
-        "software": software(),
-        "transform": None,
-    }, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    (out / "provenance.json").write_text(
+        json.dumps(
+            {
+                "base_model": "word-problems (trained from scratch)",
+                "training_script": "examples/tiny_model/train.py",
+                "command": command,
+                "seed": seed,
+                "steps": steps,
+                "batch_size": BATCH,
+                "architecture": {
+                    "type": "LlamaForCausalLM",
+                    "hidden_size": HIDDEN,
+                    "num_hidden_layers": LAYERS,
+                    "num_attention_heads": HEADS,
+                    "head_dim": HIDDEN // HEADS,
+                    "intermediate_size": INTERMEDIATE,
+                    "vocab_size": 512,
+                },
+                "training_data": {
+                    "generator": "examples/tiny_model/train.py:problems(seed, 'train')",
+                    "split": f"questions with sha256(question)[0] % {TEST_FRACTION} == 0 are held out for testing",
+                    "examples_seen": steps * BATCH,
+                },
+                "test_data": {
+                    "path": "examples/data/word_problems_test.jsonl",
+                    "items": TEST_ITEMS,
+                    "generator": f"examples/tiny_model/train.py:test_items({TEST_ITEMS}, seed={TEST_SEED})",
+                },
+                "model_sha256": weights_sha256(out),
+                "software": software(),
+                "transform": None,
+            },
+            indent=2,
+            sort_keys=True,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

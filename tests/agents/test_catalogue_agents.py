@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from auditkit_ray.core.metric import Direction, metric_info
-from auditkit_ray.core.registry import _BUILTIN, build_metric, resolve_metric
+from auditkit_ray.core.registry import BUILTIN, build_metric, resolve_metric
 
 EXPECTED = {
     "tool_call_match": ("maximize", "agent"), "argument_correctness": ("maximize", "agent"),
@@ -26,7 +26,7 @@ EXPECTED = {
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_agent_metric_is_registered_with_direction_family_and_description(name):
-    assert name in _BUILTIN
+    assert name in BUILTIN
     info = metric_info(resolve_metric(name))
     assert (info["direction"], info["family"]) == EXPECTED[name]
     assert info["name"] == name and info["description"] and "\n" not in info["description"]

@@ -118,6 +118,8 @@ def test_smoke_mode_prints_its_figures(smoke_runs, name):
     assert not bad, f"{name}: stdout lines that are not 'name: value unit': {bad}"
     names = {ln.split(": ", 1)[0] for ln in lines}
     for want in EXPECTED[name]:
-        assert any(n == want or n.startswith(want + ".") for n in names), f"{name}: no figure {want!r} in {sorted(names)}"
+        assert any(n == want or n.startswith(want + ".") for n in names), (
+            f"{name}: no figure {want!r} in {sorted(names)}"
+        )
     data = json.loads(Path(r["json"]).read_text())
     assert data["mode"] == "smoke" and data["figures"] and data["machine"]["cpus"]

@@ -27,8 +27,18 @@ def _key(k: Any) -> tuple[str, int]:
     return (k, 0) if isinstance(k, str) else (str(k[0]), int(k[1]))
 
 
-def build_run(root: Path, name: str, metrics: dict[str, dict], *, dataset: str | None = DATASET, perf: dict | None = None,
-              tokens: dict | None = None, run_id: str | None = None, samples: bool = True, shards: int = 1) -> Path:
+def build_run(
+    root: Path,
+    name: str,
+    metrics: dict[str, dict],
+    *,
+    dataset: str | None = DATASET,
+    perf: dict | None = None,
+    tokens: dict | None = None,
+    run_id: str | None = None,
+    samples: bool = True,
+    shards: int = 1,
+) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -63,13 +73,21 @@ def build_run(root: Path, name: str, metrics: dict[str, dict], *, dataset: str |
             else:
                 s = Score.scored(mname, float(v), metadata=meta)
                 if "stats" in meta:
-                    corpus_total = meta["stats"] if corpus_total is None else [a + b for a, b in zip(corpus_total, meta["stats"])]
+                    corpus_total = (
+                        meta["stats"] if corpus_total is None else [a + b for a, b in zip(corpus_total, meta["stats"])]
+                    )
             ms.add(s)
             rows[key].append(s.model_dump(mode="json"))
         summ = summarize(ms)
         agg = spec.get("aggregation", "mean")
         if agg == "corpus":
-            summ.update(mean=spec["finalize"](corpus_total) if corpus_total else None, stderr=None, ci_low=None, ci_high=None, ci_method=None)
+            summ.update(
+                mean=spec["finalize"](corpus_total) if corpus_total else None,
+                stderr=None,
+                ci_low=None,
+                ci_high=None,
+                ci_method=None,
+            )
         identity = {"name": mname, "class": spec.get("cls", f"fixtures:{mname}"), "version": spec.get("version", "1"),
                     "direction": direction, "params": spec.get("params", {})}
         if spec.get("no_identity"):
@@ -98,8 +116,13 @@ def build_run(root: Path, name: str, metrics: dict[str, dict], *, dataset: str |
             })
             pq.write_table(table, samples_dir / f"shard-{sh:05d}.parquet")
     result = RunResult(
-        run_id=run_id or (name.encode().hex() + "0" * 16)[:16], name=name, fingerprint=(name.encode().hex() + "f" * 64)[:64],
-        dataset_fingerprint=dataset, metrics=summaries, perf=Perf(**(perf or {})), tokens=TokenUsage(**(tokens or {})),
+        run_id=run_id or (name.encode().hex() + "0" * 16)[:16],
+        name=name,
+        fingerprint=(name.encode().hex() + "f" * 64)[:64],
+        dataset_fingerprint=dataset,
+        metrics=summaries,
+        perf=Perf(**(perf or {})),
+        tokens=TokenUsage(**(tokens or {})),
         samples_path=str(samples_dir) if samples else None,
     )
     return result.save(run_dir / "result.json")

@@ -33,17 +33,48 @@ def test_compare_exits_0_on_a_clean_comparison(pair, capsys):
 
 def test_compare_exits_1_when_max_regression_fails_and_prints_the_reason(pair, capsys):
     a, b = pair  # acc 0.8 -> 0.6
-    rc = main(["compare", str(a), str(b), "--max-regression", "0.05", "--fail-at", "1.0", "--warn-at", "1.0", "--resamples", "100"])
+    rc = main(
+        [
+            "compare",
+            str(a),
+            str(b),
+            "--max-regression",
+            "0.05",
+            "--fail-at",
+            "1.0",
+            "--warn-at",
+            "1.0",
+            "--resamples",
+            "100",
+        ]
+    )
     out = capsys.readouterr()
     assert rc == 1
-    assert "cand: acc regressed by 0.2000 vs base (0.8000 -> 0.6000, ↑), over the limit 0.05 [--max-regression 0.05]" in out.err
+    assert (
+        "cand: acc regressed by 0.2000 vs base (0.8000 -> 0.6000, ↑), over the limit 0.05 [--max-regression 0.05]"
+        in out.err
+    )
     assert "FAIL" in out.out and "result: 1 failure(s)" in out.out
     assert main(["compare", str(a), str(b), "--max-regression", "acc=0.3", "--fail-at", "1.0", "--warn-at", "1.0"]) == 0
 
 
 def test_compare_exits_1_when_fail_under_fails_and_2_when_it_is_set_against_the_direction(pair, capsys):
     a, b = pair
-    rc = main(["compare", str(a), str(b), "--fail-under", "acc=0.7", "--fail-at", "1.0", "--warn-at", "1.0", "--resamples", "100"])
+    rc = main(
+        [
+            "compare",
+            str(a),
+            str(b),
+            "--fail-under",
+            "acc=0.7",
+            "--fail-at",
+            "1.0",
+            "--warn-at",
+            "1.0",
+            "--resamples",
+            "100",
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 1 and "cand: acc = 0.6000 is under 0.7 [--fail-under acc=0.7]" in err
     rc = main(["compare", str(a), str(b), "--fail-under", "len=20"])
@@ -58,13 +89,17 @@ def test_compare_exits_1_on_a_failing_grade(pair, capsys):
     assert "acc: grade fail (regressed by 0.2000 (25.00% of baseline)" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("content", [None, "{not json", '{"format": 99, "run_id": "x", "fingerprint": "y"}', '{"format": 1}'])
+@pytest.mark.parametrize(
+    "content", [None, "{not json", '{"format": 99, "run_id": "x", "fingerprint": "y"}', '{"format": 1}']
+)
 def test_compare_exits_2_on_an_unreadable_file_with_one_line_and_no_traceback(pair, tmp_path, content):
     a, _ = pair
     bad = tmp_path / "bad.json"
     if content is not None:
         bad.write_text(content)
-    out = subprocess.run([sys.executable, "-m", "auditkit_ray.cli", "compare", str(a), str(bad)], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "auditkit_ray.cli", "compare", str(a), str(bad)], capture_output=True, text=True
+    )
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and str(bad) in lines[0], out.stderr
@@ -97,7 +132,9 @@ def test_leaderboard_command_text_json_and_gates(pair, tmp_path, capsys):
     assert main(["leaderboard", str(a), str(b), "--json", "--resamples", "100"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [e["run"] for e in data["metrics"]["acc"]["entries"]] == ["base", "cand"]
-    assert main(["leaderboard", str(a), str(b), "--baseline", str(a), "--max-regression", "5%", "--resamples", "100"]) == 1
+    assert (
+        main(["leaderboard", str(a), str(b), "--baseline", str(a), "--max-regression", "5%", "--resamples", "100"]) == 1
+    )
     assert "cand: acc regressed by 25.00%" in capsys.readouterr().err
     assert main(["leaderboard", str(a), "--max-regression", "5%"]) == 2
     assert main(["leaderboard", str(tmp_path / "missing.json")]) == 2

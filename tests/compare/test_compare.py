@@ -21,22 +21,34 @@ def _binary(rng, p):
 
 def test_different_dataset_fingerprints_make_every_metric_not_comparable_with_the_reason(tmp_path, make_run):
     rng = random.Random(0)
-    a = make_run(tmp_path, "a", {"exact_match": {"values": _binary(rng, 0.5)}, "f1": {"values": {i: rng.random() for i in IDS}}})
-    b = make_run(tmp_path, "b", {"exact_match": {"values": _binary(rng, 0.5)}, "f1": {"values": {i: rng.random() for i in IDS}}},
-                 dataset="e" * 64)
+    a = make_run(
+        tmp_path, "a", {"exact_match": {"values": _binary(rng, 0.5)}, "f1": {"values": {i: rng.random() for i in IDS}}}
+    )
+    b = make_run(
+        tmp_path,
+        "b",
+        {"exact_match": {"values": _binary(rng, 0.5)}, "f1": {"values": {i: rng.random() for i in IDS}}},
+        dataset="e" * 64,
+    )
     c = compare(a, b, n_resamples=200)
     assert not c.dataset_comparable
     for m in c.metrics.values():
         assert not m.comparable and m.grade == "not comparable" and m.paired is None
-        assert any("dataset fingerprints differ" in r and "dddddddddddd" in r and "eeeeeeeeeeee" in r for r in m.reasons)
+        assert any(
+            "dataset fingerprints differ" in r and "dddddddddddd" in r and "eeeeeeeeeeee" in r for r in m.reasons
+        )
     assert "NOT COMPARABLE: dataset fingerprints differ" in c.format()
     assert c.to_dict()["metrics"]["f1"]["grade"] == "not comparable"
 
 
 def test_different_metric_params_make_that_metric_not_comparable_and_name_the_param(tmp_path, make_run):
     vals = _binary(random.Random(1), 0.6)
-    a = make_run(tmp_path, "a", {"exact_match": {"values": vals, "params": {"ignore_case": False}}, "f1": {"values": vals}})
-    b = make_run(tmp_path, "b", {"exact_match": {"values": vals, "params": {"ignore_case": True}}, "f1": {"values": vals}})
+    a = make_run(
+        tmp_path, "a", {"exact_match": {"values": vals, "params": {"ignore_case": False}}, "f1": {"values": vals}}
+    )
+    b = make_run(
+        tmp_path, "b", {"exact_match": {"values": vals, "params": {"ignore_case": True}}, "f1": {"values": vals}}
+    )
     c = compare(a, b, n_resamples=200)
     em = c.metrics["exact_match"]
     assert not em.comparable and em.grade == "not comparable"
@@ -164,7 +176,11 @@ def test_shard_layout_does_not_change_the_statistics(tmp_path, make_run):
     rng = random.Random(4)
     va = {i: rng.random() for i in IDS}
     vb = {i: v + rng.gauss(0.02, 0.1) for i, v in va.items()}
-    one = compare(make_run(tmp_path / "1", "a", {"m": {"values": va}}), make_run(tmp_path / "1", "b", {"m": {"values": vb}}), n_resamples=300)
+    one = compare(
+        make_run(tmp_path / "1", "a", {"m": {"values": va}}),
+        make_run(tmp_path / "1", "b", {"m": {"values": vb}}),
+        n_resamples=300,
+    )
     items = list(vb.items())
     rng.shuffle(items)
     three = compare(make_run(tmp_path / "3", "a", {"m": {"values": va}}, shards=3),
@@ -183,10 +199,23 @@ def test_without_a_per_sample_table_the_comparison_runs_on_summaries_with_a_note
 
 
 def test_gates_fail_with_reasons_and_raise_gate_failed(tmp_path, make_run):
-    a = make_run(tmp_path, "a", {"em": {"values": {i: 1.0 for i in IDS}}, "len": {"direction": "minimize", "values": {i: 5.0 for i in IDS}}})
+    a = make_run(
+        tmp_path,
+        "a",
+        {"em": {"values": {i: 1.0 for i in IDS}}, "len": {"direction": "minimize", "values": {i: 5.0 for i in IDS}}},
+    )
     b = make_run(tmp_path, "b", {"em": {"values": {i: float(k % 10 != 0) for k, i in enumerate(IDS)}},
                                  "len": {"direction": "minimize", "values": {i: 6.0 for i in IDS}}})
-    c = compare(a, b, n_resamples=50, warn_at=1, fail_at=1, fail_under={"em": 0.95}, fail_over={"len": 5.5}, max_regression={"em": 0.05})
+    c = compare(
+        a,
+        b,
+        n_resamples=50,
+        warn_at=1,
+        fail_at=1,
+        fail_under={"em": 0.95},
+        fail_over={"len": 5.5},
+        max_regression={"em": 0.05},
+    )
     failed = [g.reason for g in c.gates if not g.passed]
     assert any("em = 0.9000 is under 0.95 [--fail-under em=0.95]" in r for r in failed)
     assert any("len = 6.0000 is over 5.5 [--fail-over len=5.5]" in r for r in failed)
@@ -229,7 +258,10 @@ def test_corpus_metric_paired_test_rebuilds_finalize_from_identity(tmp_path, mak
     assert m.paired.delta == pytest.approx(m.delta)  # every sample shared: paired corpus delta = summary delta
     assert m.paired.n_resamples == 400 and m.paired.seed == 0 and m.candidate_better
     assert compare(a, a, n_resamples=400).metrics["cr"].paired.p_value == 1.0
-    a2, b2 = make_run(tmp_path, "a2", spec(hits_a, "nowhere_module:Nope")), make_run(tmp_path, "b2", spec(hits_b, "nowhere_module:Nope"))
+    a2, b2 = (
+        make_run(tmp_path, "a2", spec(hits_a, "nowhere_module:Nope")),
+        make_run(tmp_path, "b2", spec(hits_b, "nowhere_module:Nope")),
+    )
     m2 = compare(a2, b2, n_resamples=50).metrics["cr"]
     assert m2.paired.p_value is None and "cannot rebuild metric nowhere_module:Nope" in m2.paired.reason
     assert m2.grade == "pass" and any("no paired test" in n for n in m2.notes)

@@ -20,8 +20,14 @@ def _rate(k, n=200):
 
 
 def test_lower_is_better_ranks_ascending_and_higher_is_better_descending(tmp_path, make_run):
-    runs = [make_run(tmp_path, name, {"acc": {"values": _rate(k)}, "len": {"direction": "minimize", "values": {i: float(L) for i in IDS}}})
-            for name, k, L in (("small", 100, 5), ("big", 180, 20), ("mid", 140, 12))]
+    runs = [
+        make_run(
+            tmp_path,
+            name,
+            {"acc": {"values": _rate(k)}, "len": {"direction": "minimize", "values": {i: float(L) for i in IDS}}},
+        )
+        for name, k, L in (("small", 100, 5), ("big", 180, 20), ("mid", 140, 12))
+    ]
     lb = leaderboard(runs, n_resamples=200)
     assert lb.metrics["acc"].order() == ["big", "mid", "small"]
     assert lb.metrics["len"].order() == ["small", "mid", "big"]
@@ -55,8 +61,19 @@ def test_overlapping_intervals_are_declared_a_tie(tmp_path, make_run):
 def test_pairwise_matrix_is_holm_adjusted_and_direction_aware(tmp_path, make_run):
     rng = random.Random(3)
     base = {i: rng.random() for i in IDS}
-    runs = [make_run(tmp_path, f"r{k}", {"loss": {"direction": "minimize", "values": {i: v + 0.05 * k + rng.gauss(0, 0.01) for i, v in base.items()}}})
-            for k in range(3)]
+    runs = [
+        make_run(
+            tmp_path,
+            f"r{k}",
+            {
+                "loss": {
+                    "direction": "minimize",
+                    "values": {i: v + 0.05 * k + rng.gauss(0, 0.01) for i, v in base.items()},
+                }
+            },
+        )
+        for k in range(3)
+    ]
     board = leaderboard(runs, n_resamples=500).metrics["loss"]
     assert board.order() == ["r0", "r1", "r2"]
     cells = board.pairwise
@@ -72,7 +89,11 @@ def test_clustered_errors_when_samples_carry_a_cluster_id_or_repeat(tmp_path, ma
     a = make_run(tmp_path, "a", {"acc": {"values": vals, "cluster": clusters}})
     e = leaderboard([a], n_resamples=50).metrics["acc"].entries[0]
     se, g = st.clustered_se(list(vals.values()), list(clusters.values()))
-    assert e.ci_method.startswith("clustered t (6 clusters") and e.n_clusters == 6 and e.clustered_stderr == pytest.approx(se)
+    assert (
+        e.ci_method.startswith("clustered t (6 clusters")
+        and e.n_clusters == 6
+        and e.clustered_stderr == pytest.approx(se)
+    )
     t = scipy_stats.t.ppf(0.975, 5)
     assert (e.ci_low, e.ci_high) == pytest.approx((max(0, 0.5 - t * se), min(1, 0.5 + t * se)))
     reps = {(f"s{i}", r): float((i + r) % 3 == 0) for i in range(20) for r in range(3)}
@@ -112,7 +133,10 @@ def test_corpus_metric_interval_uses_finalize_or_is_skipped_with_a_reason(tmp_pa
 
     good = leaderboard([make_run(tmp_path, "a", spec("aukr_lb_corpus:Ratio"))], n_resamples=300).metrics["r"].entries[0]
     assert good.mean == pytest.approx(sum(hit.values()) / sum(tot.values()))
-    assert good.ci_method.startswith("bootstrap percentile over corpus statistics") and good.ci_low < good.mean < good.ci_high
+    assert (
+        good.ci_method.startswith("bootstrap percentile over corpus statistics")
+        and good.ci_low < good.mean < good.ci_high
+    )
     bad = leaderboard([make_run(tmp_path, "b", spec("no_such_mod:Ratio"))], n_resamples=300).metrics["r"].entries[0]
     assert bad.ci_low is None and "no interval: cannot rebuild metric no_such_mod:Ratio" in bad.ci_note
 
@@ -130,17 +154,41 @@ def test_incomparable_runs_are_excluded_from_the_ranking_with_the_reason(tmp_pat
 
 def test_quality_vs_cost_table_and_direction_aware_pareto_front(tmp_path, make_run):
     specs = {  # name: (accuracy k of 200, mean length, cost, p50 latency)
-        "cheap": (100, 5.0, 1.0, 0.1), "strong": (180, 9.0, 10.0, 0.9), "waste": (110, 30.0, 12.0, 1.0), "mid": (150, 12.0, 4.0, 0.4)}
-    runs = [make_run(tmp_path, n, {"acc": {"values": _rate(k)}, "len": {"direction": "minimize", "values": {i: L for i in IDS}}},
-                     perf={"cost": c, "latency_p50_s": lat, "latency_p95_s": lat * 2, "throughput_samples_per_s": 1 / lat,
-                           "model_size_bytes": int(c * 1e9)}, tokens={"prompt": 1000, "completion": 200})
-            for n, (k, L, c, lat) in specs.items()]
+        "cheap": (100, 5.0, 1.0, 0.1),
+        "strong": (180, 9.0, 10.0, 0.9),
+        "waste": (110, 30.0, 12.0, 1.0),
+        "mid": (150, 12.0, 4.0, 0.4),
+    }
+    runs = [
+        make_run(
+            tmp_path,
+            n,
+            {"acc": {"values": _rate(k)}, "len": {"direction": "minimize", "values": {i: L for i in IDS}}},
+            perf={
+                "cost": c,
+                "latency_p50_s": lat,
+                "latency_p95_s": lat * 2,
+                "throughput_samples_per_s": 1 / lat,
+                "model_size_bytes": int(c * 1e9),
+            },
+            tokens={"prompt": 1000, "completion": 200},
+        )
+        for n, (k, L, c, lat) in specs.items()
+    ]
     lb = leaderboard(runs, n_resamples=50)
     assert lb.cost_axis == "cost"
-    assert lb.pareto["acc"].front == ["cheap", "mid", "strong"] and lb.pareto["acc"].dominated["waste"] in ("strong", "mid")
+    assert lb.pareto["acc"].front == ["cheap", "mid", "strong"] and lb.pareto["acc"].dominated["waste"] in (
+        "strong",
+        "mid",
+    )
     assert lb.pareto["len"].front == ["cheap"]  # shortest and cheapest: dominates the rest
     row = {r.run: r for r in lb.cost}["mid"]
-    assert row.metrics == {"acc": 0.75, "len": 12.0} and row.latency_p50_s == 0.4 and row.cost == 4.0 and row.prompt_tokens == 1000
+    assert (
+        row.metrics == {"acc": 0.75, "len": 12.0}
+        and row.latency_p50_s == 0.4
+        and row.cost == 4.0
+        and row.prompt_tokens == 1000
+    )
     lat = leaderboard(runs, n_resamples=50, cost_axis="latency_p95_s", quality=["acc"])
     assert list(lat.pareto) == ["acc"] and lat.pareto["acc"].axis == "latency_p95_s"
     text = lb.format()

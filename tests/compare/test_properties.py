@@ -15,7 +15,9 @@ from auditkit_ray.core.result import load_run
 pytest.importorskip("scipy")
 pytest.importorskip("pyarrow")
 
-SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 
 cell = hs.one_of(hs.floats(0, 1, allow_nan=False), hs.sampled_from([None, "error"]))
 binary_cell = hs.one_of(hs.sampled_from([0.0, 1.0]), hs.just(None))
@@ -26,7 +28,10 @@ def runs(draw, n_runs=2):
     """Per-sample values for a binary and a continuous metric, each with a direction."""
     n = draw(hs.integers(1, 25))
     ids = [f"s{i}" for i in range(n)]
-    dirs = {"bin": draw(hs.sampled_from(["maximize", "minimize"])), "cont": draw(hs.sampled_from(["maximize", "minimize"]))}
+    dirs = {
+        "bin": draw(hs.sampled_from(["maximize", "minimize"])),
+        "cont": draw(hs.sampled_from(["maximize", "minimize"])),
+    }
     out = []
     for _ in range(n_runs):
         bins = draw(hs.lists(binary_cell, min_size=n, max_size=n))
@@ -97,7 +102,9 @@ def test_swapping_the_direction_of_a_metric_reverses_its_ranking(make_run, cents
         paths = [make_run(Path(d), f"r{i}", {"m": {"direction": direction, "values": {f"s{j}": mu for j in range(3)}}})
                  for i, mu in enumerate(means)]
         before = leaderboard(paths, n_resamples=50, pairwise=False).metrics["m"].order()
-        expected = [f"r{i}" for i in sorted(range(len(means)), key=lambda i: -means[i] if direction == "maximize" else means[i])]
+        expected = [
+            f"r{i}" for i in sorted(range(len(means)), key=lambda i: -means[i] if direction == "maximize" else means[i])
+        ]
         assert before == expected
         for p in paths:
             _flip(p)

@@ -87,11 +87,18 @@ def test_exact_paired_permutation_matches_hand_enumeration_and_scipy():
     b = [0.3, 0.6, 0.3, 0.6, 0.5, 0.9, 0.8]
     d = [y - x for x, y in zip(a, b) if y != x]
     obs = abs(sum(d))
-    hits = sum(abs(sum(s * v for s, v in zip(signs, d))) >= obs - 1e-12 for signs in itertools.product((1, -1), repeat=len(d)))
+    hits = sum(
+        abs(sum(s * v for s, v in zip(signs, d))) >= obs - 1e-12 for signs in itertools.product((1, -1), repeat=len(d))
+    )
     res = st.paired_permutation(a, b, n_resamples=10_000, seed=0)
     assert res.exact and res.p_value == pytest.approx(hits / 2 ** len(d))
-    ref = scipy_stats.permutation_test((np.array(a), np.array(b)), lambda x, y: np.mean(y - x), permutation_type="samples",
-                                       alternative="two-sided", n_resamples=10_000)
+    ref = scipy_stats.permutation_test(
+        (np.array(a), np.array(b)),
+        lambda x, y: np.mean(y - x),
+        permutation_type="samples",
+        alternative="two-sided",
+        n_resamples=10_000,
+    )
     assert res.p_value == pytest.approx(ref.pvalue, abs=1e-12)
 
 

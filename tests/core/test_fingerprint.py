@@ -80,7 +80,11 @@ def test_dataset_content_changes_the_fingerprint(base, data_file):
 
 @pytest.mark.parametrize(
     "metrics",
-    [["exact_match", "token_f1"], [{"name": "exact_match", "params": {"ignore_case": True}}], [{"name": "exact_match", "on": "x"}]],
+    [
+        ["exact_match", "token_f1"],
+        [{"name": "exact_match", "params": {"ignore_case": True}}],
+        [{"name": "exact_match", "on": "x"}],
+    ],
 )
 def test_metric_and_annotator_changes_change_the_run_but_not_the_generation_fingerprint(base, metrics):
     changed = copy.deepcopy(base)
@@ -114,14 +118,28 @@ def test_secrets_never_appear_in_the_fingerprint_input():
     assert fingerprint(payload) == fingerprint(other)
 
 
-@pytest.mark.parametrize("key", ["api_key", "OPENAI_API_KEY", "x-api-key", "hf_token", "Authorization", "aws_secret_access_key", "password", "accessToken"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "api_key",
+        "OPENAI_API_KEY",
+        "x-api-key",
+        "hf_token",
+        "Authorization",
+        "aws_secret_access_key",
+        "password",
+        "accessToken",
+    ],
+)
 def test_secret_key_names_are_recognised(key):
     from auditkit_ray.core.secrets import is_secret_key
 
     assert is_secret_key(key)
 
 
-@pytest.mark.parametrize("key", ["max_new_tokens", "per_token_s", "tokens_per_output", "token_source", "prompt_tokens", "model", "path"])
+@pytest.mark.parametrize(
+    "key", ["max_new_tokens", "per_token_s", "tokens_per_output", "token_source", "prompt_tokens", "model", "path"]
+)
 def test_ordinary_key_names_are_not_secret(key):
     from auditkit_ray.core.secrets import is_secret_key
 

@@ -220,8 +220,16 @@ def test_required_fields_are_looked_up_once_per_item_for_all_the_metrics_sharing
 
     counters = {p: _Counting(p) for p in ("retrieved_contexts", "gold_evidence")}
     monkeypatch.setattr(core_metric, "_GETTERS", dict(counters))
-    items = [(Sample(id=str(i), input="q", retrieved_contexts=[{"id": "d"}] * i or None, gold_evidence=["d"] if i % 3 else []),
-              Generation(text="x"), {}) for i in range(6)]
+    items = [
+        (
+            Sample(
+                id=str(i), input="q", retrieved_contexts=[{"id": "d"}] * i or None, gold_evidence=["d"] if i % 3 else []
+            ),
+            Generation(text="x"),
+            {},
+        )
+        for i in range(6)
+    ]
     metrics = [NeedsContexts(), AlsoNeedsContexts(), NeedsContexts(as_name="third")]
     shared: dict = {}
     together = [m.evaluate_batch(items, absent=shared) for m in metrics]
@@ -230,7 +238,14 @@ def test_required_fields_are_looked_up_once_per_item_for_all_the_metrics_sharing
     assert counters["retrieved_contexts"].calls == 6 + 3 * 6
     assert together == alone
     statuses = [[s.status for [s] in out] for out in together]
-    assert statuses[0] == [Status.NOT_TESTED, Status.SCORED, Status.SCORED, Status.NOT_TESTED, Status.SCORED, Status.SCORED]
+    assert statuses[0] == [
+        Status.NOT_TESTED,
+        Status.SCORED,
+        Status.SCORED,
+        Status.NOT_TESTED,
+        Status.SCORED,
+        Status.SCORED,
+    ]
     assert statuses[1] == [Status.NOT_TESTED] + [Status.SCORED] * 5  # needs no gold evidence
     assert together[0][0][0].reason == "missing retrieved_contexts, gold_evidence"
 
@@ -243,7 +258,9 @@ def test_a_score_under_another_name_or_a_number_is_normalised_on_the_batch_path(
         def score(self, sample, generation, context):
             return {"0": Score.scored("other", 1.0), "1": 0.5, "2": Score.scored("renamed", 0.25)}[sample.id]
 
-    out = Renamed(as_name="mine").evaluate_batch([(Sample(id=str(i), input="q"), Generation(text="x"), {}) for i in range(3)])
+    out = Renamed(as_name="mine").evaluate_batch(
+        [(Sample(id=str(i), input="q"), Generation(text="x"), {}) for i in range(3)]
+    )
     assert [(s.name, s.status, s.value) for [s] in out] == [("mine", Status.SCORED, 1.0), ("mine", Status.SCORED, 0.5),
                                                             ("mine", Status.SCORED, 0.25)]
 

@@ -50,7 +50,15 @@ def test_older_format_is_upgraded(tmp_path, monkeypatch):
     assert load_run(p) == _result()
 
 
-@pytest.mark.parametrize("content,needle", [("{not json", "not valid JSON"), ("[]", "not a results object"), ('{"run_id": 1}', "format"), ('{"format": 1, "run_id": "x"}', "fingerprint")])
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        ("{not json", "not valid JSON"),
+        ("[]", "not a results object"),
+        ('{"run_id": 1}', "format"),
+        ('{"format": 1, "run_id": "x"}', "fingerprint"),
+    ],
+)
 def test_malformed_results_files_get_clear_errors(tmp_path, content, needle):
     p = tmp_path / "r.json"
     p.write_text(content)

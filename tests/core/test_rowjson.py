@@ -22,7 +22,11 @@ STDLIB = rowjson._make(None)
 VALUES = [
     {"text": "naïve café ✓ 日本", "n": [1, 2.5, -3e-12, 1e16, True, None]},
     [{"name": "m", "value": 1.0, "status": "scored", "reason": None, "metadata": {"stale": {}, "retrieved": 3}}],
-    {"big": 2**70 + 1, "neg": -(2**63) - 1, "u64": 2**64 - 1},  # beyond 64 bits: orjson refuses them, and reads them as floats
+    {
+        "big": 2**70 + 1,
+        "neg": -(2**63) - 1,
+        "u64": 2**64 - 1,
+    },  # beyond 64 bits: orjson refuses them, and reads them as floats
     {"when": dt.datetime(2024, 1, 1, 12, 30, tzinfo=dt.timezone.utc), "day": dt.date(2024, 6, 1)},
     {"groups": {"staff"}, "path": Path("/corpus/d1.txt")},  # through jsonable
     {"status": Status.NOT_TESTED},

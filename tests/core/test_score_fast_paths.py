@@ -87,7 +87,10 @@ def test_fast_scored_is_the_object_model_construct_builds(kw):
                                   metadata=kw.get("metadata", {}))
     assert type(fast) is Score and fast == built == Score(name="f1", value=0.25, **kw)
     assert fast.__dict__ == built.__dict__ and fast.model_fields_set == built.model_fields_set
-    assert (fast.__pydantic_extra__, fast.__pydantic_private__) == (built.__pydantic_extra__, built.__pydantic_private__)
+    assert (fast.__pydantic_extra__, fast.__pydantic_private__) == (
+        built.__pydantic_extra__,
+        built.__pydantic_private__,
+    )
     assert fast.model_dump_json() == built.model_dump_json()
     fast.model_fields_set.discard("reason")  # each Score has its own set
     assert Score.scored("f1", 0.25).model_fields_set == built.model_fields_set

@@ -22,7 +22,10 @@ def test_jsonl_json_csv_parquet_read_the_same_samples(tmp_path):
     (tmp_path / "d.json").write_text(json.dumps({"data": ROWS}))
     (tmp_path / "d.csv").write_text("id,q,a\nx1,one,1\nx2,two,2\n")
     pq.write_table(pa.Table.from_pylist([{**r, "a": str(r["a"])} for r in ROWS]), tmp_path / "d.parquet")
-    got = [[(s.id, s.input, s.target) for s in load_samples(spec(tmp_path / f"d.{ext}"))[0]] for ext in ("jsonl", "json", "csv", "parquet")]
+    got = [
+        [(s.id, s.input, s.target) for s in load_samples(spec(tmp_path / f"d.{ext}"))[0]]
+        for ext in ("jsonl", "json", "csv", "parquet")
+    ]
     assert all(g == [("x1", "one", "1"), ("x2", "two", "2")] for g in got)
 
 
@@ -54,7 +57,11 @@ def test_duplicate_explicit_ids_name_both_lines(tmp_path):
 
 @pytest.mark.parametrize(
     "content,needle",
-    [(b'{"id": 1}\n{broken\n', ":2: invalid JSON"), (b"[1, 2]\n", "must be a JSON object"), (b"\xff\xfe\x00", "not valid UTF-8")],
+    [
+        (b'{"id": 1}\n{broken\n', ":2: invalid JSON"),
+        (b"[1, 2]\n", "must be a JSON object"),
+        (b"\xff\xfe\x00", "not valid UTF-8"),
+    ],
 )
 def test_broken_files_name_file_and_line(tmp_path, content, needle):
     p = tmp_path / "d.jsonl"

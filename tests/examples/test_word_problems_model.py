@@ -20,8 +20,8 @@ pytest.importorskip("transformers")
 
 from auditkit_ray.backends.base import Request  # noqa: E402
 from auditkit_ray.backends.hf import HFBackend  # noqa: E402
-from auditkit_ray.config.models import GenerationSettings  # noqa: E402
 from auditkit_ray.backends.hf import HFSettings as HFSpec  # noqa: E402
+from auditkit_ray.config.models import GenerationSettings  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = REPO / "examples" / "models" / "word-problems"
@@ -148,7 +148,9 @@ def test_demo_sweep_expands_to_every_checkpoint_and_format(monkeypatch):
     runs = expand(load_sweep_spec("jobs/examples/demo_sweep.yaml"))
     cells = {(Path(r.model.path).name, r.model.dtype, r.model.quantization) for r in runs}
     names = ["word-problems", "word-problems-p25", "word-problems-p50", "word-problems-p75"]
-    assert cells == {(n, d, q) for n in names for d, q in (("float32", None), ("bfloat16", None), ("float32", "int8-dynamic"))}
+    assert cells == {
+        (n, d, q) for n in names for d, q in (("float32", None), ("bfloat16", None), ("float32", "int8-dynamic"))
+    }
     for r in runs:
         assert r.dataset.path == "examples/data/word_problems_test.jsonl" and r.dataset.limit is None
         assert r.model.device == "cpu" and r.model.num_gpus == 0  # int8-dynamic is CPU-only

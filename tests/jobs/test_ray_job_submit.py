@@ -3,8 +3,8 @@ submit`: the pruning/quantization grid runs as a Ray job, is stopped midway,
 is submitted again, and finishes with the results of an uninterrupted sweep."""
 
 import json
-import re
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -30,26 +30,66 @@ def cluster(tmp_path_factory):
     temp_dir = tempfile.mkdtemp(prefix="akjob-", dir="/tmp")  # short: Ray's socket paths have a length limit
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1"}
     start = subprocess.run(
-        [ray, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(gcs), "--num-cpus", "2", "--num-gpus", "2",
-         "--include-dashboard", "true", "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dash), "--disable-usage-stats",
-         "--temp-dir", temp_dir],
-        capture_output=True, text=True, env=env, timeout=180,
+        [
+            ray,
+            "start",
+            "--head",
+            "--node-ip-address",
+            "127.0.0.1",
+            "--port",
+            str(gcs),
+            "--num-cpus",
+            "2",
+            "--num-gpus",
+            "2",
+            "--include-dashboard",
+            "true",
+            "--dashboard-host",
+            "127.0.0.1",
+            "--dashboard-port",
+            str(dash),
+            "--disable-usage-stats",
+            "--temp-dir",
+            temp_dir,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
     )
     assert start.returncode == 0, start.stdout + start.stderr
     address = f"http://127.0.0.1:{dash}"
     client_env = {**env, "RAY_AUTH_MODE": "token", "RAY_ADDRESS": address}
     deadline = time.time() + 60
     while time.time() < deadline:
-        if subprocess.run([ray, "job", "list", "--address", address], capture_output=True, env=client_env).returncode == 0:
+        if (
+            subprocess.run([ray, "job", "list", "--address", address], capture_output=True, env=client_env).returncode
+            == 0
+        ):
             break
         time.sleep(1)
     yield {"ray": ray, "address": address, "env": client_env, "gcs": f"127.0.0.1:{gcs}"}
     stop_cluster(temp_dir)
 
 
-def _submit(cluster, workdir: Path, sweep: Path, submission_id: str, wait: bool) -> subprocess.CompletedProcess | subprocess.Popen:
-    cmd = [cluster["ray"], "job", "submit", "--address", cluster["address"], "--submission-id", submission_id,
-           "--working-dir", str(workdir)] + ([] if wait else ["--no-wait"]) + ["--", sys.executable, "jobs/run_sweep.py", "--config", sweep.name]
+def _submit(
+    cluster, workdir: Path, sweep: Path, submission_id: str, wait: bool
+) -> subprocess.CompletedProcess | subprocess.Popen:
+    cmd = (
+        [
+            cluster["ray"],
+            "job",
+            "submit",
+            "--address",
+            cluster["address"],
+            "--submission-id",
+            submission_id,
+            "--working-dir",
+            str(workdir),
+        ]
+        + ([] if wait else ["--no-wait"])
+        + ["--", sys.executable, "jobs/run_sweep.py", "--config", sweep.name]
+    )
     deadline = time.time() + 120
     while True:
         out = subprocess.run(cmd, capture_output=True, text=True, env=cluster["env"], timeout=900)
@@ -60,14 +100,21 @@ def _submit(cluster, workdir: Path, sweep: Path, submission_id: str, wait: bool)
 
 
 def _status(cluster, sid: str) -> str:
-    out = subprocess.run([cluster["ray"], "job", "status", "--address", cluster["address"], sid], capture_output=True, text=True, env=cluster["env"])
+    out = subprocess.run(
+        [cluster["ray"], "job", "status", "--address", cluster["address"], sid],
+        capture_output=True,
+        text=True,
+        env=cluster["env"],
+    )
     for state in ("SUCCEEDED", "FAILED", "STOPPED", "RUNNING", "PENDING"):
         if re.search(rf"\b{state}\b", out.stdout + out.stderr, re.IGNORECASE):
             return state
     return "UNKNOWN: " + (out.stdout + out.stderr)[-500:]
 
 
-def test_grid_through_ray_job_submit_stopped_and_resubmitted_matches_uninterrupted(cluster, tiny_grid, tmp_path, make_grid_sweep):
+def test_grid_through_ray_job_submit_stopped_and_resubmitted_matches_uninterrupted(
+    cluster, tiny_grid, tmp_path, make_grid_sweep
+):
     data = tmp_path / "arith.jsonl"
     shutil.copy(ROOT / "examples/data/arith.jsonl", data)
     store = tmp_path / "store"
@@ -84,7 +131,13 @@ def test_grid_through_ray_job_submit_stopped_and_resubmitted_matches_uninterrupt
     while time.time() < deadline and len(list(store.rglob("runs/*/s8/shard-*.parquet"))) < 6:
         assert _status(cluster, "grid-1") in ("RUNNING", "PENDING"), _status(cluster, "grid-1")
         time.sleep(0.5)
-    stop = subprocess.run([cluster["ray"], "job", "stop", "--address", cluster["address"], "grid-1"], capture_output=True, text=True, env=cluster["env"], timeout=120)
+    stop = subprocess.run(
+        [cluster["ray"], "job", "stop", "--address", cluster["address"], "grid-1"],
+        capture_output=True,
+        text=True,
+        env=cluster["env"],
+        timeout=120,
+    )
     assert stop.returncode == 0, stop.stdout + stop.stderr
     done_at_stop = len(list(store.rglob("runs/*/s8/shard-*.parquet")))
     assert 6 <= done_at_stop < 18, f"the stop should land midway ({done_at_stop} of 18 shards)"
@@ -92,15 +145,35 @@ def test_grid_through_ray_job_submit_stopped_and_resubmitted_matches_uninterrupt
     again = _submit(cluster, workdir, sweep, "grid-2", wait=True)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert _status(cluster, "grid-2") == "SUCCEEDED"
-    logs = subprocess.run([cluster["ray"], "job", "logs", "--address", cluster["address"], "grid-2"], capture_output=True, text=True, env=cluster["env"]).stdout
+    logs = subprocess.run(
+        [cluster["ray"], "job", "logs", "--address", cluster["address"], "grid-2"],
+        capture_output=True,
+        text=True,
+        env=cluster["env"],
+    ).stdout
     assert "6 runs" in logs and "exact_match" in logs, logs[-3000:]  # one leaderboard over the grid
 
     # the same sweep uninterrupted, in another store, in this process (its own local Ray)
     ref_doc = make_grid_sweep(tiny_grid, data, tmp_path / "ref")
     ref_file = tmp_path / "ref.yaml"
     ref_file.write_text(yaml.safe_dump(ref_doc))
-    ref = subprocess.run([sys.executable, "-m", "auditkit_ray.cli", "sweep", str(ref_file), "--json", "--quiet", "--address", cluster["gcs"]],
-                         capture_output=True, text=True, env={**cluster["env"], "RAY_ADDRESS": ""}, timeout=600)
+    ref = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "auditkit_ray.cli",
+            "sweep",
+            str(ref_file),
+            "--json",
+            "--quiet",
+            "--address",
+            cluster["gcs"],
+        ],
+        capture_output=True,
+        text=True,
+        env={**cluster["env"], "RAY_ADDRESS": ""},
+        timeout=600,
+    )
     assert ref.returncode == 0, ref.stderr[-3000:]
     ref_runs = {r["name"]: r for r in json.loads(ref.stdout)["runs"]}
     assert len(ref_runs) == 6

@@ -72,7 +72,10 @@ def test_cli_k8s_render_writes_valid_yaml_and_refuses_local_stores(tmp_path, cap
     assert rc == 0
     docs = list(yaml.safe_load_all(out.read_text()))
     _validate(docs[1])
-    assert main(["k8s", "render", str(ROOT / "jobs/examples/leaderboard.yaml"), "--image", "img:1", "--store", "results"]) == 2
+    assert (
+        main(["k8s", "render", str(ROOT / "jobs/examples/leaderboard.yaml"), "--image", "img:1", "--store", "results"])
+        == 2
+    )
     assert "s3://" in capsys.readouterr().err
 
 

@@ -25,7 +25,9 @@ def reference():
 
 
 def _items():
-    return [(Sample(id=str(i), input="q", target=r), Generation(text=c), {}) for i, (c, r) in enumerate(zip(CANDS, REFS))]
+    return [
+        (Sample(id=str(i), input="q", target=r), Generation(text=c), {}) for i, (c, r) in enumerate(zip(CANDS, REFS))
+    ]
 
 
 def test_bertscore_batch_equals_bert_score_p_r_f(reference):

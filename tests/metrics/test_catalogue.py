@@ -7,24 +7,43 @@ import pytest
 
 from auditkit_ray.cli import main
 from auditkit_ray.core.metric import Direction, Metric
-from auditkit_ray.core.registry import _BUILTIN, resolve_metric
+from auditkit_ray.core.registry import BUILTIN, resolve_metric
 
 EXPECTED = {
     # name: (direction, family)
-    "regex_match": ("maximize", "generation"), "numeric_match": ("maximize", "generation"),
-    "json_valid": ("maximize", "generation"), "json_schema_match": ("maximize", "generation"),
-    "bleu": ("maximize", "lexical"), "chrf": ("maximize", "lexical"), "ter": ("minimize", "lexical"),
-    "rouge": ("maximize", "lexical"), "rouge1": ("maximize", "lexical"), "rouge2": ("maximize", "lexical"),
-    "rougeL": ("maximize", "lexical"), "rougeLsum": ("maximize", "lexical"), "wer": ("minimize", "lexical"),
+    "regex_match": ("maximize", "generation"),
+    "numeric_match": ("maximize", "generation"),
+    "json_valid": ("maximize", "generation"),
+    "json_schema_match": ("maximize", "generation"),
+    "bleu": ("maximize", "lexical"),
+    "chrf": ("maximize", "lexical"),
+    "ter": ("minimize", "lexical"),
+    "rouge": ("maximize", "lexical"),
+    "rouge1": ("maximize", "lexical"),
+    "rouge2": ("maximize", "lexical"),
+    "rougeL": ("maximize", "lexical"),
+    "rougeLsum": ("maximize", "lexical"),
+    "wer": ("minimize", "lexical"),
     "bertscore": ("maximize", "lexical"),
-    "hit_rate_at_k": ("maximize", "retrieval"), "precision_at_k": ("maximize", "retrieval"),
-    "recall_at_k": ("maximize", "retrieval"), "mrr": ("maximize", "retrieval"),
-    "average_precision": ("maximize", "retrieval"), "ndcg_at_k": ("maximize", "retrieval"),
-    "evidence_recall": ("maximize", "rag"), "freshness": ("maximize", "rag"), "stale_hit_rate": ("minimize", "rag"),
-    "access_control_compliance": ("maximize", "rag"), "unauthorized_hit_rate": ("minimize", "rag"),
-    "citation_validity": ("maximize", "rag"), "citation_precision": ("maximize", "rag"),
-    "citation_recall": ("maximize", "rag"), "numeric_correctness": ("maximize", "rag"), "abstention": ("maximize", "rag"),
-    "pass_at_k": ("maximize", "repeats"), "pass_hat_k": ("maximize", "repeats"), "majority_vote": ("maximize", "repeats"),
+    "hit_rate_at_k": ("maximize", "retrieval"),
+    "precision_at_k": ("maximize", "retrieval"),
+    "recall_at_k": ("maximize", "retrieval"),
+    "mrr": ("maximize", "retrieval"),
+    "average_precision": ("maximize", "retrieval"),
+    "ndcg_at_k": ("maximize", "retrieval"),
+    "evidence_recall": ("maximize", "rag"),
+    "freshness": ("maximize", "rag"),
+    "stale_hit_rate": ("minimize", "rag"),
+    "access_control_compliance": ("maximize", "rag"),
+    "unauthorized_hit_rate": ("minimize", "rag"),
+    "citation_validity": ("maximize", "rag"),
+    "citation_precision": ("maximize", "rag"),
+    "citation_recall": ("maximize", "rag"),
+    "numeric_correctness": ("maximize", "rag"),
+    "abstention": ("maximize", "rag"),
+    "pass_at_k": ("maximize", "repeats"),
+    "pass_hat_k": ("maximize", "repeats"),
+    "majority_vote": ("maximize", "repeats"),
 }
 CORPUS = {"bleu", "chrf", "ter", "wer"}
 GROUP = {"pass_at_k", "pass_hat_k", "majority_vote"}
@@ -51,7 +70,7 @@ def test_metrics_command_plain_text_shows_arrows_for_direction(capsys):
 def test_registered_class_declares_its_contract(name):
     cls = resolve_metric(name)
     assert issubclass(cls, Metric) and isinstance(cls.direction, Direction)
-    assert cls.name == name and _BUILTIN[name].startswith("auditkit_ray.metrics.")
+    assert cls.name == name and BUILTIN[name].startswith("auditkit_ray.metrics.")
     assert cls.description and cls.family in {"generation", "lexical", "retrieval", "rag", "repeats"}
     assert (cls.aggregation == "corpus") == (name in CORPUS)
     assert (cls.scope == "group") == (name in GROUP)

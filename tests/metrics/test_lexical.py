@@ -83,9 +83,14 @@ def _random_corpus(rng, n):
 
 
 CONFIGS = [
-    ("bleu", {}), ("bleu", {"lowercase": True, "tokenize": "intl"}), ("bleu", {"smooth_method": "floor", "smooth_value": 0.1}),
-    ("chrf", {}), ("chrf", {"word_order": 2}), ("chrf", {"lowercase": True, "eps_smoothing": True}),
-    ("ter", {}), ("ter", {"case_sensitive": True, "no_punct": True}),
+    ("bleu", {}),
+    ("bleu", {"lowercase": True, "tokenize": "intl"}),
+    ("bleu", {"smooth_method": "floor", "smooth_value": 0.1}),
+    ("chrf", {}),
+    ("chrf", {"word_order": 2}),
+    ("chrf", {"lowercase": True, "eps_smoothing": True}),
+    ("ter", {}),
+    ("ter", {"case_sensitive": True, "no_punct": True}),
 ]
 
 
@@ -155,7 +160,9 @@ def test_bad_references_give_error_or_not_tested_with_reason(name, bad_sample):
 
 
 def test_num_refs_is_checked_per_sample():
-    [s] = build_metric("bleu", {"num_refs": 2}).evaluate(Sample(id="1", input="x", target="a"), Generation(text="a"), {})
+    [s] = build_metric("bleu", {"num_refs": 2}).evaluate(
+        Sample(id="1", input="x", target="a"), Generation(text="a"), {}
+    )
     assert s.status is Status.ERROR and "expected 2 references" in s.reason
 
 
@@ -193,8 +200,16 @@ def test_rouge_equals_rouge_score_on_its_test_pairs(use_stemmer):
 
 def test_rouge1_known_value_and_mean_aggregation():
     m = build_metric("rouge1")
-    scores = [s for r in m.evaluate_batch([(Sample(id="1", input="x", target="testing one two"), Generation(text="testing"), {}),
-                                            (Sample(id="2", input="x", target="a b"), Generation(text="a b"), {})]) for s in r]
+    scores = [
+        s
+        for r in m.evaluate_batch(
+            [
+                (Sample(id="1", input="x", target="testing one two"), Generation(text="testing"), {}),
+                (Sample(id="2", input="x", target="a b"), Generation(text="a b"), {}),
+            ]
+        )
+        for s in r
+    ]
     assert scores[0].value == pytest.approx(0.5)
     assert Accumulator([m]).add_all(scores).summaries()["rouge1"].mean == pytest.approx(0.75)
 
@@ -248,9 +263,11 @@ def test_edit_distance_equals_the_recursive_definition_on_random_word_lists():
 
 
 def test_wer_is_total_edits_over_total_reference_words_not_a_mean_of_rates():
-    items = [(Sample(id="1", input="x", target="hello world"), Generation(text="hello duck"), {}),
-             (Sample(id="2", input="x", target="a b c d e f g h"), Generation(text="a b c d e f g h"), {}),
-             (Sample(id="3", input="x", target=["x y", "completely different words here"]), Generation(text="x y z"), {})]
+    items = [
+        (Sample(id="1", input="x", target="hello world"), Generation(text="hello duck"), {}),
+        (Sample(id="2", input="x", target="a b c d e f g h"), Generation(text="a b c d e f g h"), {}),
+        (Sample(id="3", input="x", target=["x y", "completely different words here"]), Generation(text="x y z"), {}),
+    ]
     summary, scores = _corpus(build_metric("wer"), items)
     assert [s.value for s in scores] == [0.5, 0.0, 0.5]
     assert [s.metadata["stats"] for s in scores] == [[1, 2], [0, 8], [1, 2]]
@@ -261,5 +278,7 @@ def test_wer_empty_reference_words_follow_the_ter_convention():
     [s] = build_metric("wer", {"remove_punctuation": True}).evaluate(
         Sample(id="1", input="x", target="..."), Generation(text="word"), {})
     assert s.value == 1.0 and s.metadata["stats"] == [1, 0]
-    [s] = build_metric("wer", {"lowercase": True}).evaluate(Sample(id="1", input="x", target="Hi"), Generation(text="hi"), {})
+    [s] = build_metric("wer", {"lowercase": True}).evaluate(
+        Sample(id="1", input="x", target="Hi"), Generation(text="hi"), {}
+    )
     assert s.value == 0.0

@@ -137,7 +137,11 @@ def test_numeric_correctness_against_gold_numbers():
     s = _one("numeric_correctness", sample, "Costs rose to $1,250 [1], up 0.15 in share, over 3.5 years [2].")
     assert s.value == 1.0
     s = _one("numeric_correctness", sample, "It was 1,200, up 15% [3.5].")  # [3.5] is a citation, not a claim
-    assert s.value == pytest.approx(1 / 3) and s.metadata["missing"] == ["1250", "3.5"] and "1,200" in s.metadata["unsupported"]
+    assert (
+        s.value == pytest.approx(1 / 3)
+        and s.metadata["missing"] == ["1250", "3.5"]
+        and "1,200" in s.metadata["unsupported"]
+    )
     assert _one("numeric_correctness", sample, "1260", {"rel_tol": 0.01}).value == pytest.approx(1 / 3)
     assert _one("numeric_correctness", _sample()).status is Status.NOT_TESTED
     s = _one("numeric_correctness", _sample(gold_numbers=["n/a"]), "1")
@@ -154,8 +158,13 @@ REFUSALS = [
     "No information about that is available in the context.", "The question is unanswerable.",
 ]
 ANSWERS = [
-    "The leave is 20 days.", "Yes, the policy applies to contractors.", "The policy does not contain any exemption; it is 20 days.",
-    "Known issue: see doc 3.", "It can be found in section 2.", "I know: it is 5.", "",
+    "The leave is 20 days.",
+    "Yes, the policy applies to contractors.",
+    "The policy does not contain any exemption; it is 20 days.",
+    "Known issue: see doc 3.",
+    "It can be found in section 2.",
+    "I know: it is 5.",
+    "",
 ]
 
 

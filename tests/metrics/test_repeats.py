@@ -38,7 +38,12 @@ def test_pass_at_k_equals_the_unbiased_estimator_and_its_combinatorial_meaning()
 def test_pass_at_k_and_pass_hat_k_over_repeats_with_a_criterion():
     texts = ["42", "41", "The answer is 42", "42", "7"]
     [s] = _group(build_metric("pass_at_k", {"k": 2}), texts)
-    assert s.value == pytest.approx(1 - comb(3, 2) / comb(5, 2)) and s.metadata == {"n": 5, "c": 2, "k": 2, "left_out": 0}
+    assert s.value == pytest.approx(1 - comb(3, 2) / comb(5, 2)) and s.metadata == {
+        "n": 5,
+        "c": 2,
+        "k": 2,
+        "left_out": 0,
+    }
     [s] = _group(build_metric("pass_at_k", {"k": 2, "criterion": "numeric_match"}), texts)
     assert s.metadata["c"] == 3
     [s] = _group(build_metric("pass_hat_k", {"k": 2, "criterion": "numeric_match"}), texts)
@@ -58,8 +63,12 @@ def test_failed_repeats_are_left_out_and_too_few_repeats_are_unknown():
 
 
 def test_repeat_metrics_refuse_bad_params():
-    for name, params in (("pass_at_k", {"k": 0}), ("pass_hat_k", {"criterion": "nope"}),
-                         ("pass_at_k", {"criterion": "majority_vote"}), ("pass_at_k", {"criterion_params": {"bad": 1}})):
+    for name, params in (
+        ("pass_at_k", {"k": 0}),
+        ("pass_hat_k", {"criterion": "nope"}),
+        ("pass_at_k", {"criterion": "majority_vote"}),
+        ("pass_at_k", {"criterion_params": {"bad": 1}}),
+    ):
         with pytest.raises(ConfigError):
             build_metric(name, params)
 

@@ -31,8 +31,13 @@ for _k in (5, 10):
     MEASURES[f"map_cut_{_k}"] = ("average_precision", _k)
 for _k in (1, 5, 10):  # pytrec_eval's success measure only has these cut-offs
     MEASURES[f"success_{_k}"] = ("hit_rate_at_k", _k)
-TREC_REQUEST = {"map", "recip_rank", "success", *(f"{m}.{','.join(map(str, CUTS))}" for m in ("P", "recall", "ndcg_cut")),
-                "map_cut.5,10"}
+TREC_REQUEST = {
+    "map",
+    "recip_rank",
+    "success",
+    *(f"{m}.{','.join(map(str, CUTS))}" for m in ("P", "recall", "ndcg_cut")),
+    "map_cut.5,10",
+}
 
 
 def _sample(qid: str, run: dict[str, float], qrel: dict[str, int], ranks: dict[str, int] | None = None) -> Sample:
@@ -118,7 +123,9 @@ def test_tie_breaking_equals_pytrec_eval_on_300_random_queries_with_many_ties():
 def test_ties_are_broken_by_document_id_descending_like_trec_eval():
     ctxs = [{"id": i, "score": 1.0} for i in ("a", "c", "b", "z")] + [{"id": "d", "score": 0.5}]
     assert rank_contexts(ctxs) == ["z", "c", "b", "a", "d"]
-    ref = pytrec_eval.RelevanceEvaluator({"q": {"a": 1}}, {"P.1", "recip_rank"}).evaluate({"q": {c["id"]: c["score"] for c in ctxs}})
+    ref = pytrec_eval.RelevanceEvaluator({"q": {"a": 1}}, {"P.1", "recip_rank"}).evaluate(
+        {"q": {c["id"]: c["score"] for c in ctxs}}
+    )
     [rr] = _ours("mrr").evaluate(Sample(id="q", input="q", retrieved_contexts=ctxs, gold_evidence=["a"]), GEN, {})
     assert rr.value == ref["q"]["recip_rank"] == 0.25
 
@@ -144,7 +151,9 @@ def test_no_gold_evidence_is_unknown_and_no_retrieval_is_not_tested():
     m = _ours("ndcg_at_k", 5)
     [s] = m.evaluate(Sample(id="q", input="q", retrieved_contexts=[{"id": "a"}]), GEN, {})
     assert s.status is Status.UNKNOWN and "no gold evidence" in s.reason
-    [s] = m.evaluate(Sample(id="q", input="q", retrieved_contexts=[{"id": "a"}], metadata={"relevance": {"a": 0}}), GEN, {})
+    [s] = m.evaluate(
+        Sample(id="q", input="q", retrieved_contexts=[{"id": "a"}], metadata={"relevance": {"a": 0}}), GEN, {}
+    )
     assert s.status is Status.UNKNOWN
     for ctxs in (None, []):
         [s] = m.evaluate(Sample(id="q", input="q", retrieved_contexts=ctxs, gold_evidence=["a"]), GEN, {})
@@ -167,7 +176,9 @@ def test_malformed_retrieved_contexts_give_error_with_reason(ctxs, words):
 
 def test_malformed_relevance_gives_error_and_bad_k_is_refused_at_build():
     for rel in (["a"], {"a": float("nan")}, {"a": "high"}):
-        s = Sample(id="q", input="q", retrieved_contexts=[{"id": "a"}], gold_evidence=["a"], metadata={"relevance": rel})
+        s = Sample(
+            id="q", input="q", retrieved_contexts=[{"id": "a"}], gold_evidence=["a"], metadata={"relevance": rel}
+        )
         [score] = _ours("mrr").evaluate(s, GEN, {})
         assert score.status is Status.ERROR and "metadata.relevance" in score.reason
     from auditkit_ray import ConfigError

@@ -29,4 +29,6 @@ def test_scripted_agent_episodes_are_recorded_and_the_verified_outcome_is_the_he
     rows = samples_table(res).to_pylist()
     calls = {r["sample_id"]: json.loads(r["tool_calls"]) for r in rows}
     assert any(len(turns) >= 2 for turns in calls.values() if turns), "a sequential case spans turns"
-    assert any(len(t) >= 2 for turns in calls.values() if turns for t in turns), "a parallel case batches calls in one turn"
+    assert any(len(t) >= 2 for turns in calls.values() if turns for t in turns), (
+        "a parallel case batches calls in one turn"
+    )

@@ -12,9 +12,10 @@ import pytest
 
 pytest.importorskip("aiohttp", reason="the api backend needs the 'api' extra (aiohttp)")
 
+from inflight import InFlight  # noqa: E402  (tests/support)
+
 from auditkit_ray.api import evaluate, samples_table  # noqa: E402
 from auditkit_ray.testing import OpenAIServer, ScriptedPolicy  # noqa: E402
-from inflight import InFlight  # noqa: E402  (tests/support)
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 
@@ -124,7 +125,9 @@ def test_api_bad_input_is_error_or_unknown_with_a_reason_never_zero_and_counted(
             for s in (em[sid], fc[sid]):
                 assert s["status"] == "error" and s["value"] is None and expect[op] in s["reason"], s
         elif op == 5:
-            assert fc[sid]["status"] == "unknown" and fc[sid]["value"] is None and "no yes/no verdict" in fc[sid]["reason"]
+            assert (
+                fc[sid]["status"] == "unknown" and fc[sid]["value"] is None and "no yes/no verdict" in fc[sid]["reason"]
+            )
             assert em[sid]["status"] == "scored"
         else:
             assert em[sid]["status"] == fc[sid]["status"] == "scored" and fc[sid]["value"] == 1.0
@@ -159,7 +162,11 @@ def test_the_api_key_never_reaches_results_table_or_fingerprint(make_spec, tmp_p
         model = api_model(server, tmp_path, api_key="${AK_TEST_PLANTED_KEY}")
         judge = {"type": "api", "base_url": judge_server.base_url, "model": "judge", "api_key": KEY,
                  "cache_path": str(tmp_path / "judge-cache.sqlite")}
-        spec = make_spec(model=model, execution={"shard_size": 20}, metrics=["exact_match", {"name": "factual_correctness", "params": {"judge": judge}}])
+        spec = make_spec(
+            model=model,
+            execution={"shard_size": 20},
+            metrics=["exact_match", {"name": "factual_correctness", "params": {"judge": judge}}],
+        )
         assert spec.model.api_key == KEY  # expanded from the environment
         res = evaluate(spec)
         assert all(h.get("authorization") == f"Bearer {KEY}" for h in server.headers + judge_server.headers)
@@ -190,7 +197,9 @@ def test_an_api_generation_actor_works_on_several_shards_at_once_within_max_conc
                                  execution={"shard_size": 2, "generation_shards_in_flight": 4}))
         sent = server.requests
     assert sent == 40 and res.metrics["exact_match"].mean == 1.0 and res.metrics["exact_match"].n == 40
-    assert 2 < counter.max <= 6, f"requests in flight at once: {counter.max} (want > one shard's 2, <= max_concurrency 6)"
+    assert 2 < counter.max <= 6, (
+        f"requests in flight at once: {counter.max} (want > one shard's 2, <= max_concurrency 6)"
+    )
     # generation time is the actor's busy time, shared between overlapping shards: not 4x the wall time
     assert 0 < res.perf.generation_s <= res.perf.wall_s
 

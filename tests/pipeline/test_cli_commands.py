@@ -25,7 +25,9 @@ def test_generate_then_rescore_applies_new_metrics_without_generating(make_spec,
     run_dir = out.split("auditkit-ray rescore ")[1].split()[0]
     assert main(["rescore", run_dir, "--metric", "contains", "--metric", "output_length", "--json", "--quiet"]) == 0
     res = json.loads(capsys.readouterr().out)
-    assert set(res["metrics"]) == {"contains", "output_length"} and res["perf"]["generated"] == 40  # read, not generated
+    assert (
+        set(res["metrics"]) == {"contains", "output_length"} and res["perf"]["generated"] == 40
+    )  # read, not generated
     assert res["backend"]["backend"] == "precomputed" and res["metrics"]["contains"]["n"] == 40
 
 
@@ -71,7 +73,9 @@ def test_provenance_of_a_pruned_checkpoint_reaches_metadata_and_fingerprint(make
     spec = make_spec(model=hf, generation={"max_new_tokens": 2}, dataset={"limit": 8})
     res = evaluate(spec)
     assert res.metadata["provenance"]["transform"]["amount"] == 0.5
-    base = make_spec(model={**hf, "path": str(tiny_grid["p25"])}, generation={"max_new_tokens": 2}, dataset={"limit": 8})
+    base = make_spec(
+        model={**hf, "path": str(tiny_grid["p25"])}, generation={"max_new_tokens": 2}, dataset={"limit": 8}
+    )
     assert run_fingerprint(base) != res.fingerprint
 
 

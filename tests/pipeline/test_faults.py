@@ -15,7 +15,13 @@ def test_hung_generation_fails_its_shard_fast_and_the_retry_completes_the_run(ma
     marker = tmp_path / "hung-once"
     spec = make_spec(
         "hang",
-        model={"type": "simulated", "fixed_cost_s": 0.0, "output": "prompt", "hang_ids": ["q010"], "hang_marker": str(marker)},
+        model={
+            "type": "simulated",
+            "fixed_cost_s": 0.0,
+            "output": "prompt",
+            "hang_ids": ["q010"],
+            "hang_marker": str(marker),
+        },
         execution={"shard_size": 8, "shard_timeout_s": 3},
     )
     t0 = time.perf_counter()
@@ -27,7 +33,10 @@ def test_hung_generation_fails_its_shard_fast_and_the_retry_completes_the_run(ma
     ref = evaluate(make_spec("ref", model={"type": "simulated", "fixed_cost_s": 0.0, "output": "prompt"}))
     assert rows(res) == rows(ref) and numbers(res) == numbers(ref)
     table = samples_table(res)
-    pid_of = {sid: json.loads(w)["pid"] for sid, w in zip(table.column("sample_id").to_pylist(), table.column("worker").to_pylist())}
+    pid_of = {
+        sid: json.loads(w)["pid"]
+        for sid, w in zip(table.column("sample_id").to_pylist(), table.column("worker").to_pylist())
+    }
     hung_pid = int(marker.read_text())
     # the hung actor was replaced by a fresh one, which generated the shard that hung (shards that the hung
     # actor finished before it hung keep its pid; which shard an actor takes first is Ray Data's choice)
@@ -81,8 +90,12 @@ def test_a_failed_run_releases_its_gpus_while_the_caller_still_holds_the_error(m
     cfg.write_text(yaml.safe_dump(spec.model_dump(mode="json", by_alias=True)))
     script = Path(__file__).resolve().parents[1] / "support" / "hold_failed_run.py"
     report_file = tmp_path / "report.json"
-    out = subprocess.run([sys.executable, str(script), ray_cluster.get_runtime_context().gcs_address, str(cfg), str(report_file)],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, str(script), ray_cluster.get_runtime_context().gcs_address, str(cfg), str(report_file)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads(report_file.read_text())
     assert "out of memory" in report["error"]

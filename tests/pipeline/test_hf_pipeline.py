@@ -45,8 +45,15 @@ def test_evaluate_many_loads_the_model_once_per_actor_across_datasets(make_spec,
     from auditkit_ray.api import evaluate_many, samples_table
 
     other = tmp_path / "other.jsonl"
-    other.write_text("".join(json.dumps({"id": f"o{i}", "question": f"What is {i} plus 1?", "answer": str(i + 1)}) + "\n" for i in range(12)))
-    base = make_spec(model=_hf(tiny_model), generation={"max_new_tokens": 4}, execution={"shard_size": 8, "generation_actors": 1})
+    other.write_text(
+        "".join(
+            json.dumps({"id": f"o{i}", "question": f"What is {i} plus 1?", "answer": str(i + 1)}) + "\n"
+            for i in range(12)
+        )
+    )
+    base = make_spec(
+        model=_hf(tiny_model), generation={"max_new_tokens": 4}, execution={"shard_size": 8, "generation_actors": 1}
+    )
     results = evaluate_many(base, [base.dataset.path, str(other)])
     assert [r.perf.samples for r in results] == [40, 12]
     assert results[0].fingerprint != results[1].fingerprint
@@ -62,16 +69,22 @@ def _generate(model_dir: str) -> dict:
 
     from auditkit_ray.backends.base import Request
     from auditkit_ray.backends.hf import HFBackend
-    from auditkit_ray.config.models import GenerationSettings
     from auditkit_ray.backends.hf import HFSettings as HFSpec
+    from auditkit_ray.config.models import GenerationSettings
 
-    backend = HFBackend(HFSpec(type="hf", path=model_dir, device="cpu", batch_size=2), GenerationSettings(max_new_tokens=8), 0)
+    backend = HFBackend(
+        HFSpec(type="hf", path=model_dir, device="cpu", batch_size=2), GenerationSettings(max_new_tokens=8), 0
+    )
     backend.load()
     gens = backend.generate([Request(sample_id=f"s{i}", prompt=p) for i, p in enumerate(PROMPTS)])
     import transformers.utils
 
-    return {"texts": [g.raw_text for g in gens], "errors": [g.error for g in gens], "sklearn_imported": "sklearn" in sys.modules,
-            "transformers_sees_sklearn": transformers.utils.is_sklearn_available()}
+    return {
+        "texts": [g.raw_text for g in gens],
+        "errors": [g.error for g in gens],
+        "sklearn_imported": "sklearn" in sys.modules,
+        "transformers_sees_sklearn": transformers.utils.is_sklearn_available(),
+    }
 
 
 def test_a_generation_actor_loads_transformers_without_scikit_learn_and_generates_the_same(tiny_model):

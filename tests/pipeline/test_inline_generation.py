@@ -17,7 +17,9 @@ def _workers(result) -> list[dict]:
 
 
 def test_a_backend_without_a_model_generates_in_the_scoring_actors_with_the_same_scores(make_spec, tmp_path, rows):
-    echo = evaluate(make_spec("echo", model={"type": "echo", "field": "target"}, execution={"shard_size": 8, "scoring_actors": 2}))
+    echo = evaluate(
+        make_spec("echo", model={"type": "echo", "field": "target"}, execution={"shard_size": 8, "scoring_actors": 2})
+    )
     assert echo.perf.generated == 40 and echo.metrics["exact_match"].mean == 1.0
     # each shard's outputs were made by the process that scored it: no generation actor
     assert all(w["pid"] == w["scored_by"] for w in _workers(echo))
@@ -48,9 +50,14 @@ def test_an_unknown_generation_mode_for_a_scoring_stage_is_refused():
 
 
 def test_a_backend_without_a_model_generates_in_the_first_pool_when_judges_and_oracles_have_their_own(make_spec):
-    res = evaluate(make_spec("pools", model={"type": "echo", "field": "target"},
-                             metrics=["exact_match", "tests_support_metrics:SlowJudge", "tests_support_metrics:PidOracle"],
-                             execution={"shard_size": 8, "judge_actors": 1, "oracle_actors": 1}))
+    res = evaluate(
+        make_spec(
+            "pools",
+            model={"type": "echo", "field": "target"},
+            metrics=["exact_match", "tests_support_metrics:SlowJudge", "tests_support_metrics:PidOracle"],
+            execution={"shard_size": 8, "judge_actors": 1, "oracle_actors": 1},
+        )
+    )
     assert res.perf.generated == 40 and res.error_count == 0
     assert res.metrics["exact_match"].mean == 1.0
     assert res.metrics["slow_judge"].n == 40 and res.metrics["pid_oracle"].n == 40

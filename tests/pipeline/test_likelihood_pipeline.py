@@ -21,8 +21,8 @@ def mc_data(tmp_path):
 
 def test_choices_are_scored_by_loglikelihood_and_match_the_backend(make_spec, tiny_model, mc_data):
     from auditkit_ray.backends.hf import HFBackend
-    from auditkit_ray.config.models import GenerationSettings
     from auditkit_ray.backends.hf import HFSettings as HFSpec
+    from auditkit_ray.config.models import GenerationSettings
 
     spec = make_spec(
         data=mc_data, model={"type": "hf", "path": str(tiny_model), "batch_size": 4},
@@ -41,7 +41,12 @@ def test_choices_are_scored_by_loglikelihood_and_match_the_backend(make_spec, ti
         got = sorted((r for r in rows if r["sample_id"] == f"m{i}"), key=lambda r: r["choice"])
         stored = [[s for s in json.loads(r["scores"]) if s["name"] == "loglikelihood"][0]["value"] for r in got]
         for k in range(3):
-            assert abs(stored[k] - lls[k][0]) < 1e-3, (i, k, stored[k], lls[k][0])  # batch padding may move the last digits
+            assert abs(stored[k] - lls[k][0]) < 1e-3, (
+                i,
+                k,
+                stored[k],
+                lls[k][0],
+            )  # batch padding may move the last digits
         hits += max(range(3), key=lambda k: (stored[k], -k)) == 0  # argmax of what the pipeline measured
     assert res.metrics["mc_accuracy"].mean == hits / 10
 

@@ -25,7 +25,9 @@ def both_engines(tiny_model, tmp_path_factory):
     store = tmp_path_factory.mktemp("lmeval-pipeline")
     common = dict(store=str(store), data_dir=str(store / "data"))
     direct = run_lmeval(TASKS, tiny_model, engine="lm_eval", **common)  # lm-eval's reference: batch size 1
-    sharded = run_lmeval(TASKS, tiny_model, engine="pipeline", shard_size=8, generation_actors=2, **common)  # batches of 8
+    sharded = run_lmeval(
+        TASKS, tiny_model, engine="pipeline", shard_size=8, generation_actors=2, **common
+    )  # batches of 8
     return {"store": store, "common": common, "direct": dict(zip(TASKS, direct)), "pipeline": dict(zip(TASKS, sharded))}
 
 
@@ -68,7 +70,9 @@ def test_pipeline_metrics_equal_lm_eval_direct_on_the_same_task_model_and_settin
     sd, sp = _first_scores(rd), _first_scores(rp)
     worst = 0.0
     for sid, scores in sd.items():
-        assert [(s["name"], s["status"], s["value"]) for s in scores] == [(s["name"], s["status"], s["value"]) for s in sp[sid]]
+        assert [(s["name"], s["status"], s["value"]) for s in scores] == [
+            (s["name"], s["status"], s["value"]) for s in sp[sid]
+        ]
         a, b = scores[0]["metadata"]["resps"], sp[sid][0]["metadata"]["resps"]
         if isinstance(a[0], list):  # (log-likelihood, is_greedy) per choice
             assert [g for _, g in a] == [g for _, g in b]
@@ -108,7 +112,9 @@ def test_a_second_pipeline_call_returns_the_stored_results_without_running(both_
         raise AssertionError("the pipeline ran")
 
     monkeypatch.setattr(driver, "evaluate_specs", boom)
-    again = run_lmeval(TASKS, tiny_model, engine="pipeline", shard_size=8, generation_actors=2, **both_engines["common"])
+    again = run_lmeval(
+        TASKS, tiny_model, engine="pipeline", shard_size=8, generation_actors=2, **both_engines["common"]
+    )
     for task, r in zip(TASKS, again):
         first = both_engines["pipeline"][task]
         assert r.fingerprint == first.fingerprint and r.metrics == first.metrics
@@ -126,9 +132,12 @@ def bos_model(tiny_model, tmp_path_factory):
     tj = dst / "tokenizer.json"
     tok = json.loads(tj.read_text())
     bos = {"SpecialToken": {"id": "<s>", "type_id": 0}}
-    tok["post_processor"] = {"type": "TemplateProcessing", "single": [bos, {"Sequence": {"id": "A", "type_id": 0}}],
-                             "pair": [bos, {"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
-                             "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}}
+    tok["post_processor"] = {
+        "type": "TemplateProcessing",
+        "single": [bos, {"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [bos, {"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+        "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}},
+    }
     tj.write_text(json.dumps(tok))
     return dst
 
@@ -138,5 +147,7 @@ def test_loglikelihoods_agree_with_lm_eval_when_the_tokenizer_adds_bos(bos_model
     d = run_lmeval(["auditkit_arith_mc"], bos_model, **common)[0]
     p = run_lmeval(["auditkit_arith_mc"], bos_model, engine="pipeline", **common)[0]
     sd, sp = _first_scores(_rows(d)), _first_scores(_rows(p))
-    worst = max(abs(x[0] - y[0]) for sid in sd for x, y in zip(sd[sid][0]["metadata"]["resps"], sp[sid][0]["metadata"]["resps"]))
+    worst = max(
+        abs(x[0] - y[0]) for sid in sd for x, y in zip(sd[sid][0]["metadata"]["resps"], sp[sid][0]["metadata"]["resps"])
+    )
     assert worst < 1e-4, f"log-likelihoods differ by up to {worst:.3g}"

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from local_cluster import cluster_pids, free_port, process_tree, signal_all, stop_cluster  # tests/support
 
 from auditkit_ray.api import evaluate
 from auditkit_ray.core.result import RunResult
-from local_cluster import cluster_pids, free_port, process_tree, signal_all, stop_cluster  # tests/support
 
 BIN = Path(sys.executable).parent
 RAY = shutil.which("ray", path=str(BIN)) or str(BIN / "ray")
@@ -41,8 +41,25 @@ def _cmdline(pid: int) -> str:
 def _start_worker(head: str, temp_dir: str) -> set[int]:
     """`ray start` a worker node; returns the processes it added."""
     before = cluster_pids(temp_dir)
-    out = subprocess.run([RAY, "start", "--address", head, "--node-ip-address", "127.0.0.1", "--num-cpus", "1",
-                          "--num-gpus", "2", "--disable-usage-stats"], capture_output=True, text=True, env=ENV, timeout=180)
+    out = subprocess.run(
+        [
+            RAY,
+            "start",
+            "--address",
+            head,
+            "--node-ip-address",
+            "127.0.0.1",
+            "--num-cpus",
+            "1",
+            "--num-gpus",
+            "2",
+            "--disable-usage-stats",
+        ],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=180,
+    )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     return cluster_pids(temp_dir) - before
 
@@ -53,9 +70,30 @@ def two_node_cluster():
     port = free_port()
     head = f"127.0.0.1:{port}"
     try:
-        out = subprocess.run([RAY, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port), "--num-cpus", "1",
-                              "--num-gpus", "1", "--include-dashboard", "false", "--disable-usage-stats", "--temp-dir", temp_dir],
-                             capture_output=True, text=True, env=ENV, timeout=180)
+        out = subprocess.run(
+            [
+                RAY,
+                "start",
+                "--head",
+                "--node-ip-address",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--num-cpus",
+                "1",
+                "--num-gpus",
+                "1",
+                "--include-dashboard",
+                "false",
+                "--disable-usage-stats",
+                "--temp-dir",
+                temp_dir,
+            ],
+            capture_output=True,
+            text=True,
+            env=ENV,
+            timeout=180,
+        )
         assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
         worker = _start_worker(head, temp_dir)
         yield {"address": head, "temp_dir": temp_dir, "worker": worker}
@@ -64,8 +102,9 @@ def two_node_cluster():
 
 
 @pytest.mark.parametrize("replaced", [False, True], ids=["survivors-only", "replacement-node"])
-def test_worker_node_removed_mid_run_ends_with_the_uninterrupted_result(two_node_cluster, make_spec, tmp_path, rows, numbers,
-                                                                         ray_cluster, replaced):
+def test_worker_node_removed_mid_run_ends_with_the_uninterrupted_result(
+    two_node_cluster, make_spec, tmp_path, rows, numbers, ray_cluster, replaced
+):
     from auditkit_ray.config.identity import generation_fingerprint
 
     slow = {"type": "simulated", "fixed_cost_s": 1.0, "per_token_s": 0.0, "output": "prompt"}
@@ -79,8 +118,23 @@ def test_worker_node_removed_mid_run_ends_with_the_uninterrupted_result(two_node
     def done() -> int:
         return len(list(gen_dir.glob("shard-*.parquet"))) if gen_dir.exists() else 0
 
-    driver = subprocess.Popen([sys.executable, "-m", "auditkit_ray.cli", "run", str(cfg), "--address", two_node_cluster["address"],
-                               "--quiet", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, text=True)
+    driver = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "auditkit_ray.cli",
+            "run",
+            str(cfg),
+            "--address",
+            two_node_cluster["address"],
+            "--quiet",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=ENV,
+        text=True,
+    )
     try:
         deadline = time.time() + 240
         while time.time() < deadline and done() < 4:
@@ -91,9 +145,13 @@ def test_worker_node_removed_mid_run_ends_with_the_uninterrupted_result(two_node
         assert on_node, "the worker node should host a generation actor (the head has one GPU for two actors)"
         signal_all(node, signal.SIGKILL)
         removed_at = done()
-        assert removed_at < n_shards - 4, f"the node was removed too late to matter ({removed_at} of {n_shards} shards done)"
+        assert removed_at < n_shards - 4, (
+            f"the node was removed too late to matter ({removed_at} of {n_shards} shards done)"
+        )
         time.sleep(5)
-        assert driver.poll() is None, "the driver must not give up when a node disappears:\n" + driver.stderr.read()[-3000:]
+        assert driver.poll() is None, (
+            "the driver must not give up when a node disappears:\n" + driver.stderr.read()[-3000:]
+        )
         if replaced:  # as KubeRay starts a new pod for a lost one; without it the survivors finish the run
             _start_worker(two_node_cluster["address"], two_node_cluster["temp_dir"])
         out, err = driver.communicate(timeout=400)

@@ -163,7 +163,9 @@ def test_model_path_that_does_not_exist_is_a_clear_error(make_spec, tmp_path):
 
 def test_dataset_that_is_not_utf8_names_the_file_and_line(make_spec, tmp_path):
     data = tmp_path / "latin.jsonl"
-    data.write_bytes(b'{"id": "1", "question": "ok", "answer": "1"}\n{"id": "2", "question": "caf\xe9", "answer": "2"}\n')
+    data.write_bytes(
+        b'{"id": "1", "question": "ok", "answer": "1"}\n{"id": "2", "question": "caf\xe9", "answer": "2"}\n'
+    )
     with pytest.raises(DataError) as exc:
         evaluate(make_spec(data=data))
     assert f"{data}:2" in str(exc.value) and "UTF-8" in str(exc.value)
@@ -172,7 +174,7 @@ def test_dataset_that_is_not_utf8_names_the_file_and_line(make_spec, tmp_path):
 
 def test_partial_temporary_files_are_never_read_as_complete(make_spec, tmp_path):
     spec = make_spec()
-    from auditkit_ray.config.identity import generation_fingerprint, run_fingerprint
+    from auditkit_ray.config.identity import run_fingerprint
 
     shards = tmp_path / "store" / "runs" / run_fingerprint(spec) / "s8"
     shards.mkdir(parents=True)
@@ -281,7 +283,9 @@ def test_group_scope_metric_sees_all_repeats_of_a_sample_once(make_spec):
     assert agree.n == 40 and agree.mean == 1.0 and agree.total == 40
 
 
-def test_scoring_actor_killed_mid_run_completes_with_no_sample_lost_or_counted_twice(make_spec, tmp_path, rows, numbers):
+def test_scoring_actor_killed_mid_run_completes_with_no_sample_lost_or_counted_twice(
+    make_spec, tmp_path, rows, numbers
+):
     slow = {"type": "simulated", "fixed_cost_s": 0.3, "per_token_s": 0.0, "output": "prompt"}
     spec = make_spec("killscore", model=slow, execution={"shard_size": 2})
     killed = {}
@@ -289,7 +293,11 @@ def test_scoring_actor_killed_mid_run_completes_with_no_sample_lost_or_counted_t
     def killer():
         deadline = time.time() + 60
         while time.time() < deadline:
-            for f in sorted((tmp_path / "killscore" / "runs").rglob("shard-*.parquet")) if (tmp_path / "killscore").exists() else []:
+            for f in (
+                sorted((tmp_path / "killscore" / "runs").rglob("shard-*.parquet"))
+                if (tmp_path / "killscore").exists()
+                else []
+            ):
                 import pyarrow.parquet as pq
 
                 try:
@@ -332,8 +340,14 @@ def test_merging_the_scoring_actors_tallies_equals_merging_the_stored_shards(mak
     assert 0 < res.metrics["token_f1"].mean < 1 and res.metrics["bleu"].aggregation == "corpus"
     assert read_back == []  # every shard's tally came from its scoring actor
     plan = build_plan(spec, open_store(spec.store))
-    again = merge(plan, plan.store, wall_s=res.perf.wall_s, generated=res.perf.generated,
-                  generation_s=res.perf.generation_s or 0.0, new_tokens=round((res.perf.tokens_per_s or 0) * res.perf.wall_s))
+    again = merge(
+        plan,
+        plan.store,
+        wall_s=res.perf.wall_s,
+        generated=res.perf.generated,
+        generation_s=res.perf.generation_s or 0.0,
+        new_tokens=round((res.perf.tokens_per_s or 0) * res.perf.wall_s),
+    )
     assert read_back == list(range(7))  # this time all from the store
     assert again.model_dump(exclude={"created_at"}) == res.model_dump(exclude={"created_at"})
 
@@ -358,6 +372,12 @@ def test_score_metadata_that_json_writers_treat_differently_is_stored_as_documen
         assert type(stored["awkward_metadata"]["metadata"]["big"]) is int
         assert loads(r["scores"]) == json.loads(r["scores"])
     plan = build_plan(spec, open_store(spec.store))
-    again = merge(plan, plan.store, wall_s=res.perf.wall_s, generated=res.perf.generated,
-                  generation_s=res.perf.generation_s or 0.0, new_tokens=round((res.perf.tokens_per_s or 0) * res.perf.wall_s))
+    again = merge(
+        plan,
+        plan.store,
+        wall_s=res.perf.wall_s,
+        generated=res.perf.generated,
+        generation_s=res.perf.generation_s or 0.0,
+        new_tokens=round((res.perf.tokens_per_s or 0) * res.perf.wall_s),
+    )
     assert again.metrics == res.metrics  # tallied again from the stored text: the same numbers

@@ -104,7 +104,9 @@ def test_a_bad_sample_found_in_a_plan_task_fails_with_the_drivers_own_error(ray_
     cases["duplicate"] = lines[:180] + [json.dumps({**recs[180], "id": recs[2]["id"]})] + lines[181:]
     # a sample the template cannot fill early, and a broken line later: every line is read before any
     # prompt is built, so the broken line is what the driver reports
-    cases["order"] = lines[:20] + [json.dumps({"id": "q9999", "answer": "1"})] + lines[21:170] + ["[1, 2]"] + lines[171:]
+    cases["order"] = (
+        lines[:20] + [json.dumps({"id": "q9999", "answer": "1"})] + lines[21:170] + ["[1, 2]"] + lines[171:]
+    )
     # only the template's error
     cases["template"] = lines[:120] + [json.dumps({"id": "q9999", "answer": "1"})] + lines[121:]
     # a record whose structured field has the wrong shape
@@ -116,7 +118,9 @@ def test_a_bad_sample_found_in_a_plan_task_fails_with_the_drivers_own_error(ray_
         seen[name] = error_of(spec, True)
         assert seen[name] == error_of(spec, False), name
     assert "invalid JSON line" in seen["json"] and f"{tmp_path / 'json.jsonl'}:" in seen["json"]
-    assert "invalid JSON line" in seen["json_first"] and f"{tmp_path / 'json_first.jsonl'}:8:" in seen["json_first"]  # after the blank lines write_lines adds
+    assert (
+        "invalid JSON line" in seen["json_first"] and f"{tmp_path / 'json_first.jsonl'}:8:" in seen["json_first"]
+    )  # after the blank lines write_lines adds
     assert "duplicate sample id 'q0002'" in seen["duplicate"] and "first at" in seen["duplicate"]
     assert "each line must be a JSON object" in seen["order"]
     assert "'q9999'" in seen["template"] and "question" in seen["template"]
@@ -153,7 +157,9 @@ def test_identical_records_without_ids_are_numbered_as_the_driver_numbers_them(r
     assert len(set(ids)) == 60 and sum(i.endswith("~2") for i in ids) >= 10
 
 
-def test_a_run_planned_in_tasks_scores_what_a_run_planned_on_the_driver_scores(ray_cluster, make_spec, tmp_path, rows, numbers):
+def test_a_run_planned_in_tasks_scores_what_a_run_planned_on_the_driver_scores(
+    ray_cluster, make_spec, tmp_path, rows, numbers
+):
     from auditkit_ray.api import evaluate
 
     data = jsonl(tmp_path / "d.jsonl", records(90))
@@ -195,7 +201,9 @@ def test_a_parquet_dataset_planned_in_ray_tasks_is_the_plan_the_driver_builds_al
     assert "part-01.parquet row 23: sample 'q0060' cannot be read" in seen
 
 
-def test_only_a_large_json_lines_or_parquet_dataset_of_independent_samples_is_planned_in_tasks_by_default(make_spec, tmp_path):
+def test_only_a_large_json_lines_or_parquet_dataset_of_independent_samples_is_planned_in_tasks_by_default(
+    make_spec, tmp_path
+):
     small = jsonl(tmp_path / "small.jsonl", records(10))
     assert plan_task_count(make_spec(data=small)) == 0
     big = tmp_path / "big.jsonl"
@@ -226,8 +234,12 @@ def test_runs_that_read_one_dataset_the_same_way_read_it_once_and_share_its_rows
     data = jsonl(tmp_path / "d.jsonl", records(50))
     simulated = {"type": "simulated", "fixed_cost_s": 0.0, "per_token_s": 0.0, "output": "target"}
     a = make_spec("s", data=data, execution={"shard_size": 8})
-    b = make_spec("s", data=data, execution={"shard_size": 8}, model={**simulated, "per_token_s": 0.001})  # another checkpoint
-    c = make_spec("s", data=data, execution={"shard_size": 8}, prompt={"template": "Q: {{ question }}"})  # another prompt
+    b = make_spec(
+        "s", data=data, execution={"shard_size": 8}, model={**simulated, "per_token_s": 0.001}
+    )  # another checkpoint
+    c = make_spec(
+        "s", data=data, execution={"shard_size": 8}, prompt={"template": "Q: {{ question }}"}
+    )  # another prompt
     pa, pb, pc = build_plans([a, b, c])
     assert len(reads) == 2  # a and b share one reading; c reads its own
     assert pa.layout.run_fp != pb.layout.run_fp and pa.row(3)["run"] != pb.row(3)["run"]
@@ -242,7 +254,9 @@ def test_runs_that_read_one_dataset_the_same_way_read_it_once_and_share_its_rows
     assert contents(pb) == contents(build_plan(b, open_store(b.store)))
 
 
-def test_a_part_that_fails_outside_its_checks_is_a_run_error_naming_the_file(ray_cluster, make_spec, tmp_path, monkeypatch):
+def test_a_part_that_fails_outside_its_checks_is_a_run_error_naming_the_file(
+    ray_cluster, make_spec, tmp_path, monkeypatch
+):
     from auditkit_ray.errors import RunError
     from auditkit_ray.pipeline import plan_tasks
 
@@ -256,5 +270,7 @@ def test_a_part_that_fails_outside_its_checks_is_a_run_error_naming_the_file(ray
     monkeypatch.setattr(plan_tasks, "plan_part", part)
     data = jsonl(tmp_path / "d.jsonl", records(60))
     spec = make_spec(data=data, execution={"shard_size": 10, "plan_tasks": 2})
-    with pytest.raises(RunError, match=f"planning {tmp_path / 'd.jsonl'} in parts failed: RuntimeError: the driver's part broke"):
+    with pytest.raises(
+        RunError, match=f"planning {tmp_path / 'd.jsonl'} in parts failed: RuntimeError: the driver's part broke"
+    ):
         build_plan(spec, open_store(spec.store), in_tasks=True)

@@ -37,7 +37,9 @@ def test_two_retrievers_tied_on_hit_rate_are_separated_by_rank_sensitive_metrics
     assert bm25.metrics["hit_rate_at_k"].n == 24  # questions without gold evidence are unknown, not 0
     assert bm25.metrics["hit_rate_at_k"].counts["unknown"] == 10
     differ = [m for m in ("average_precision", "mrr", "ndcg_at_k") if bm25.metrics[m].mean != tfidf.metrics[m].mean]
-    assert differ == ["average_precision", "mrr", "ndcg_at_k"], {m: (bm25.metrics[m].mean, tfidf.metrics[m].mean) for m in ("average_precision", "mrr", "ndcg_at_k")}
+    assert differ == ["average_precision", "mrr", "ndcg_at_k"], {
+        m: (bm25.metrics[m].mean, tfidf.metrics[m].mean) for m in ("average_precision", "mrr", "ndcg_at_k")
+    }
 
 
 def test_context_order_moves_answer_scores_while_retrieval_scores_stay_fixed(study):
@@ -60,4 +62,6 @@ def test_retrieved_stale_and_restricted_documents_are_flagged_in_the_per_sample_
             unauthorized.append(r["sample_id"])
             assert scores["access_control_compliance"]["value"] == 0.0
     assert stale, "a superseded spec sheet (v1) retrieved for a throughput question is stale"
-    assert any(s.endswith("-price") for s in unauthorized), "a finance-only price list retrieved for a public user is flagged"
+    assert any(s.endswith("-price") for s in unauthorized), (
+        "a finance-only price list retrieved for a public user is flagged"
+    )

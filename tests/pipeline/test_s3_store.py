@@ -1,6 +1,5 @@
 """The result store on a real S3 endpoint (moto in server mode on 127.0.0.1)."""
 
-import json
 import signal
 import subprocess
 import sys
@@ -9,7 +8,7 @@ import time
 import pytest
 
 from auditkit_ray import RunResult
-from auditkit_ray.api import evaluate, samples_table
+from auditkit_ray.api import evaluate
 from auditkit_ray.store.s3 import S3Store
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
@@ -25,7 +24,9 @@ def test_atomic_write_never_overwrites_and_lists(s3_server, s3_bucket):
     assert st.exists("a/x.bin") and not st.exists("a/z")
 
 
-def test_s3_run_resumed_by_a_second_process_reads_back_equal(make_spec, tmp_path, s3_server, s3_bucket, ray_cluster, rows, numbers):
+def test_s3_run_resumed_by_a_second_process_reads_back_equal(
+    make_spec, tmp_path, s3_server, s3_bucket, ray_cluster, rows, numbers
+):
     import yaml
 
     slow = {"type": "simulated", "fixed_cost_s": 0.25, "per_token_s": 0.0, "output": "prompt"}
@@ -33,7 +34,16 @@ def test_s3_run_resumed_by_a_second_process_reads_back_equal(make_spec, tmp_path
     spec = make_spec(model=slow, execution={"shard_size": 2}, store=store)
     cfg = tmp_path / "run.yaml"
     cfg.write_text(yaml.safe_dump(spec.model_dump(mode="json", by_alias=True)))
-    cmd = [sys.executable, "-m", "auditkit_ray.cli", "run", str(cfg), "--address", ray_cluster.get_runtime_context().gcs_address, "--quiet"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "auditkit_ray.cli",
+        "run",
+        str(cfg),
+        "--address",
+        ray_cluster.get_runtime_context().gcs_address,
+        "--quiet",
+    ]
     s3 = S3Store(store["path"], endpoint_url=s3_server["url"])
     from auditkit_ray.config.identity import run_fingerprint
 

@@ -50,7 +50,10 @@ def test_planted_api_key_appears_in_no_artifact(make_spec, tmp_path, monkeypatch
         assert result["metrics"]["exact_match"]["total"] == 8 and server.requests > 0  # the key worked
         run_dir = tmp_path / "store" / "runs" / result["fingerprint"]
         for fmt in ("html", "md", "junit", "json"):
-            assert main(["report", str(run_dir), "--format", fmt, "--output", str(tmp_path / f"report.{fmt}")]) in (0, 1)
+            assert main(["report", str(run_dir), "--format", fmt, "--output", str(tmp_path / f"report.{fmt}")]) in (
+                0,
+                1,
+            )
         assert main(["runs", "list", "--db", str(tmp_path / "index.sqlite"), "--json"]) == 0
         printed = capsys.readouterr()
     assert SECRET not in out.out + out.err + printed.out + printed.err

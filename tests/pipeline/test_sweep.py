@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from auditkit_ray.errors import RunError
 from auditkit_ray.config import SweepSpec
+from auditkit_ray.errors import RunError
 from auditkit_ray.pipeline.sweep import describe, plan_sweep, run_sweep
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
@@ -31,7 +31,9 @@ def test_cells_share_gpus_without_oversubscribing_and_release_them(arith, tmp_pa
     assert len(res.runs) == 6 and len(res.cells) == 3
     assert all(c["gpus"] == 2 for c in res.cells)
     # at no instant do running cells hold more than the cluster's 4 GPUs
-    events = sorted([(c["started"], 2) for c in res.cells] + [(c["ended"], -2) for c in res.cells], key=lambda e: (e[0], e[1]))
+    events = sorted(
+        [(c["started"], 2) for c in res.cells] + [(c["ended"], -2) for c in res.cells], key=lambda e: (e[0], e[1])
+    )
     level, peak = 0, 0
     for _, d in events:
         level += d
@@ -49,7 +51,12 @@ def test_cells_share_gpus_without_oversubscribing_and_release_them(arith, tmp_pa
     from auditkit_ray.api import samples_table
 
     for cell in res.cells:
-        pids = {json.loads(w)["pid"] for r in res.runs if r.name in cell["runs"] for w in samples_table(r).column("worker").to_pylist()}
+        pids = {
+            json.loads(w)["pid"]
+            for r in res.runs
+            if r.name in cell["runs"]
+            for w in samples_table(r).column("worker").to_pylist()
+        }
         assert len(pids) == 2
 
 

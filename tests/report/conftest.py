@@ -41,9 +41,19 @@ def sample_ids() -> list[str]:
     return [f"q{i:03d}" for i in range(N - 1)] + [HOSTILE_ID]
 
 
-def write_run(store: Path, name: str, *, accuracy: float, seed: int, config: dict | None = None, perf: dict | None = None,
-              right: set[str] | None = None, errors: tuple[str, ...] = (), unknown: tuple[str, ...] = (),
-              unknown_metrics: tuple[str, ...] = ("token_f1",)) -> Path:
+def write_run(
+    store: Path,
+    name: str,
+    *,
+    accuracy: float,
+    seed: int,
+    config: dict | None = None,
+    perf: dict | None = None,
+    right: set[str] | None = None,
+    errors: tuple[str, ...] = (),
+    unknown: tuple[str, ...] = (),
+    unknown_metrics: tuple[str, ...] = ("token_f1",),
+) -> Path:
     """A run under ``store/runs/<fp>/``: exact_match (binary, higher is
     better, on the extracted number), token_f1 (higher), output_length
     (lower). Returns the run directory."""
@@ -72,8 +82,15 @@ def write_run(store: Path, name: str, *, accuracy: float, seed: int, config: dic
         target = str(a + b)
         ok = sid in right
         answer = target if ok else str(a + b + 1 + i % 3)
-        raw = (f"Let me think. {a} plus {b} is {answer}." if ok else f"Let me think. Hmm, {a} plus {b} might be {answer}.") \
-            if sid != HOSTILE_ID else f"{HOSTILE_TEXT} {answer}"
+        raw = (
+            (
+                f"Let me think. {a} plus {b} is {answer}."
+                if ok
+                else f"Let me think. Hmm, {a} plus {b} might be {answer}."
+            )
+            if sid != HOSTILE_ID
+            else f"{HOSTILE_TEXT} {answer}"
+        )
         prompt = f"What is {a} plus {b}? Answer:" if sid != HOSTILE_ID else f"{HOSTILE_TEXT} What is {a} plus {b}?"
         scores = []
         for m in ("exact_match", "token_f1", "output_length"):
@@ -89,9 +106,22 @@ def write_run(store: Path, name: str, *, accuracy: float, seed: int, config: dic
                 s = Score.scored(m, float(len(raw.split())))
             stats[m].add(s)
             scores.append(s.model_dump(mode="json"))
-        rows.append({"shard": i // 8, "index": i % 8, "sample_id": sid, "repeat": 0, "prompt": prompt, "target": json.dumps(target),
-                     "text": raw, "raw_text": raw, "error": "generation failed: simulated" if sid in errors else None,
-                     "annotations": json.dumps({"number": answer}), "scores": json.dumps(scores), "latency_s": 0.01 + 0.001 * i})
+        rows.append(
+            {
+                "shard": i // 8,
+                "index": i % 8,
+                "sample_id": sid,
+                "repeat": 0,
+                "prompt": prompt,
+                "target": json.dumps(target),
+                "text": raw,
+                "raw_text": raw,
+                "error": "generation failed: simulated" if sid in errors else None,
+                "annotations": json.dumps({"number": answer}),
+                "scores": json.dumps(scores),
+                "latency_s": 0.01 + 0.001 * i,
+            }
+        )
     for shard in sorted({r["shard"] for r in rows}):
         part = [r for r in rows if r["shard"] == shard]
         cols = {k: [r[k] for r in part] for k in part[0]}
@@ -108,13 +138,28 @@ def write_run(store: Path, name: str, *, accuracy: float, seed: int, config: dic
     summaries = {}
     for m, ms in stats.items():
         summ = summarize(ms)
-        summaries[m] = MetricSummary(name=m, direction=directions[m], identity={"name": m, "class": f"fixtures:{m}", "version": "1",
-                                                                               "direction": directions[m], "params": {}}, **summ)
-    result = RunResult(run_id=fp[:16], name=name, fingerprint=fp, generation_fingerprint=_fp("gen", fp), dataset_fingerprint=DATASET,
-                       seed=0, config=config or {"name": name}, metrics=summaries, perf=Perf(samples=len(ids), **(perf or {})),
-                       tokens=TokenUsage(prompt=10 * len(ids), completion=8 * len(ids), source="engine"),
-                       samples_path=str(shard_dir), backend={"type": "hf"}, created_at="2026-01-01T00:00:00+00:00",
-                       error_count=len(errors))
+        summaries[m] = MetricSummary(
+            name=m,
+            direction=directions[m],
+            identity={"name": m, "class": f"fixtures:{m}", "version": "1", "direction": directions[m], "params": {}},
+            **summ,
+        )
+    result = RunResult(
+        run_id=fp[:16],
+        name=name,
+        fingerprint=fp,
+        generation_fingerprint=_fp("gen", fp),
+        dataset_fingerprint=DATASET,
+        seed=0,
+        config=config or {"name": name},
+        metrics=summaries,
+        perf=Perf(samples=len(ids), **(perf or {})),
+        tokens=TokenUsage(prompt=10 * len(ids), completion=8 * len(ids), source="engine"),
+        samples_path=str(shard_dir),
+        backend={"type": "hf"},
+        created_at="2026-01-01T00:00:00+00:00",
+        error_count=len(errors),
+    )
     result.save(run_dir / "result.json")
     return run_dir
 
@@ -125,19 +170,54 @@ def write_sweep(store: Path, name: str = "pruning-grid") -> Path:
     runs = []
     for i, (ckpt, prune, quant, acc, size, p50) in enumerate(GRID):
         run_name = f"tiny/path={ckpt}/quantization={quant}"
-        config = {"name": run_name, "model": {"type": "hf", "path": f"/ckpt/{ckpt}", "quantization": quant, "batch_size": 16},
-                  "dataset": {"path": "arith.jsonl"}, "store": {"path": str(store)}}
-        d = write_run(store, run_name, accuracy=acc, seed=i, config=config,
-                      perf={"latency_p50_s": p50, "latency_p95_s": p50 * 1.5, "latency_scope": "batch", "model_size_bytes": size,
-                            "wall_s": 10.0 + i, "throughput_samples_per_s": 40.0 / (10.0 + i)},
-                      errors=("q005",) if i == 5 else (), unknown=("q006",) if i == 2 else ())
+        config = {
+            "name": run_name,
+            "model": {"type": "hf", "path": f"/ckpt/{ckpt}", "quantization": quant, "batch_size": 16},
+            "dataset": {"path": "arith.jsonl"},
+            "store": {"path": str(store)},
+        }
+        d = write_run(
+            store,
+            run_name,
+            accuracy=acc,
+            seed=i,
+            config=config,
+            perf={
+                "latency_p50_s": p50,
+                "latency_p95_s": p50 * 1.5,
+                "latency_scope": "batch",
+                "model_size_bytes": size,
+                "wall_s": 10.0 + i,
+                "throughput_samples_per_s": 40.0 / (10.0 + i),
+            },
+            errors=("q005",) if i == 5 else (),
+            unknown=("q006",) if i == 2 else (),
+        )
         runs.append({"name": run_name, "fingerprint": d.name})
     sfp = _fp("sweep", name, [r["fingerprint"] for r in runs])
     sdir = store / "sweeps" / sfp
     sdir.mkdir(parents=True)
-    (sdir / "sweep.json").write_text(json.dumps({"name": name, "fingerprint": sfp, "cells": [], "runs": runs}, indent=2))
-    (sdir / "manifest.json").write_text(json.dumps({"name": name, "fingerprint": sfp, "runs": [
-        {**r, "cell": "-", "state": "complete", "result": str(store / "runs" / r["fingerprint"] / "result.json")} for r in runs]}, indent=2))
+    (sdir / "sweep.json").write_text(
+        json.dumps({"name": name, "fingerprint": sfp, "cells": [], "runs": runs}, indent=2)
+    )
+    (sdir / "manifest.json").write_text(
+        json.dumps(
+            {
+                "name": name,
+                "fingerprint": sfp,
+                "runs": [
+                    {
+                        **r,
+                        "cell": "-",
+                        "state": "complete",
+                        "result": str(store / "runs" / r["fingerprint"] / "result.json"),
+                    }
+                    for r in runs
+                ],
+            },
+            indent=2,
+        )
+    )
     return sdir
 
 
@@ -182,9 +262,24 @@ def find_chromium() -> str:
 
 def run_chromium(binary: str, tmp: Path, url: str, *extra: str, timeout: float = 60) -> subprocess.CompletedProcess:
     profile = tmp / f"chromium-profile-{len(list(tmp.glob('chromium-profile-*')))}"
-    cmd = [binary, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-           "--disable-component-update", "--disable-sync", "--disable-extensions", "--disable-dev-shm-usage",
-           "--host-resolver-rules=MAP * ~NOTFOUND", f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", *extra, url]
+    cmd = [
+        binary,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-extensions",
+        "--disable-dev-shm-usage",
+        "--host-resolver-rules=MAP * ~NOTFOUND",
+        f"--user-data-dir={profile}",
+        "--enable-logging=stderr",
+        "--v=0",
+        *extra,
+        url,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 

@@ -42,8 +42,21 @@ def test_a_failing_gate_exits_1_after_writing_the_report(sweep_dir, tmp_path, ca
 
 def test_a_baseline_given_by_name_drives_regressions_and_max_regression(sweep_dir, tmp_path, capsys):
     out = tmp_path / "r.json"
-    rc = main(["report", str(sweep_dir), "-f", "json", "-o", str(out), "--baseline", "tiny/path=tiny-model/quantization=None",
-               "--max-regression", "exact_match=20%", *FAST])
+    rc = main(
+        [
+            "report",
+            str(sweep_dir),
+            "-f",
+            "json",
+            "-o",
+            str(out),
+            "--baseline",
+            "tiny/path=tiny-model/quantization=None",
+            "--max-regression",
+            "exact_match=20%",
+            *FAST,
+        ]
+    )
     doc = json.loads(out.read_text())
     assert rc == 1 and doc["baseline"] == "tiny/path=tiny-model/quantization=None"
     assert doc["regressions"][0]["grade"] == "fail" and not doc["ok"]
@@ -75,7 +88,10 @@ def test_init_writes_files_that_validate_and_refuses_to_overwrite(tmp_path, caps
     monkeypatch.chdir(d)
     run, sweep = load_config("run.yaml"), load_config("sweep.yaml")
     assert isinstance(run, RunSpec) and run.model.type == "echo"
-    assert isinstance(sweep, SweepSpec) and [r.name for r in expand(sweep)] == ["starter/field=target", "starter/field=prompt"]
+    assert isinstance(sweep, SweepSpec) and [r.name for r in expand(sweep)] == [
+        "starter/field=target",
+        "starter/field=prompt",
+    ]
     rows = [json.loads(line) for line in (d / run.dataset.path).read_text().splitlines()]
     assert len(rows) == 8 and all({"id", "question", "answer"} <= set(r) for r in rows)
     assert main(["validate", "run.yaml"]) == 0 and main(["validate", "sweep.yaml"]) == 0

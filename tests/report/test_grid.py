@@ -27,14 +27,30 @@ def test_retention_is_against_the_reference_and_reads_direction(sweep_dir, sweep
     assert p50 > base and ol["tiny-model-p50"] == pytest.approx(base / p50) and ol["tiny-model-p50"] < 1
     # a baseline moves the reference
     report = report_of(sweep_dir, baseline=str(sweep_runs[3]))
-    q = dict((x, v) for x, v, _ in {c.metric: c for c in retention_curves(report)}["exact_match"].series["quantization=int8-dynamic"])
+    q = dict(
+        (x, v)
+        for x, v, _ in {c.metric: c for c in retention_curves(report)}["exact_match"].series[
+            "quantization=int8-dynamic"
+        ]
+    )
     assert q["tiny-model"] == 1.0
 
 
 def test_without_names_the_grid_comes_from_the_configs(tmp_path, kit):
-    dirs = [kit.write_run(tmp_path, f"run-{i}", accuracy=0.5 + 0.1 * i, seed=i,
-                          config={"name": f"run-{i}", "model": {"type": "hf", "path": f"/m/ckpt-{i}"}, "store": {"path": str(tmp_path)}})
-            for i in range(3)]
+    dirs = [
+        kit.write_run(
+            tmp_path,
+            f"run-{i}",
+            accuracy=0.5 + 0.1 * i,
+            seed=i,
+            config={
+                "name": f"run-{i}",
+                "model": {"type": "hf", "path": f"/m/ckpt-{i}"},
+                "store": {"path": str(tmp_path)},
+            },
+        )
+        for i in range(3)
+    ]
     runs = expand_inputs(dirs).runs
     grid = detect_grid(runs)
     assert grid.source == "config" and grid.params == ["path"] and grid.x_values() == ["ckpt-0", "ckpt-1", "ckpt-2"]

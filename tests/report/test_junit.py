@@ -26,7 +26,9 @@ def _valid(schema, text: str) -> ET.Element:
 def test_the_schema_rejects_what_ci_systems_reject(schema):
     # a sanity check of the vendored schema itself: a test case without a name is invalid
     with pytest.raises(xmlschema.XMLSchemaValidationError):
-        schema.validate('<testsuites><testsuite name="s" tests="1" failures="0" errors="0"><testcase/></testsuite></testsuites>')
+        schema.validate(
+            '<testsuites><testsuite name="s" tests="1" failures="0" errors="0"><testcase/></testsuite></testsuites>'
+        )
 
 
 def test_per_metric_cases_validate_and_a_failing_gate_fails_its_case(schema, sweep_dir, report_of, kit):
@@ -35,7 +37,9 @@ def test_per_metric_cases_validate_and_a_failing_gate_fails_its_case(schema, swe
     suites = root.findall("testsuite")
     assert len(suites) == len(kit.GRID)
     assert all(len(s.findall("testcase")) == 3 for s in suites)
-    failed = [(s.get("name"), c.get("name")) for s in suites for c in s.findall("testcase") if c.find("failure") is not None]
+    failed = [
+        (s.get("name"), c.get("name")) for s in suites for c in s.findall("testcase") if c.find("failure") is not None
+    ]
     assert sorted(failed) == sorted([("tiny/path=tiny-model-p50/quantization=None", "exact_match"),
                                      ("tiny/path=tiny-model-p50/quantization=int8-dynamic", "exact_match")])
     assert root.get("tests") == str(3 * len(kit.GRID)) and root.get("failures") == "2"
@@ -48,9 +52,14 @@ def test_per_metric_cases_validate_and_a_failing_gate_fails_its_case(schema, swe
 def test_a_regression_gate_against_the_baseline_fails_the_regressed_metric(schema, sweep_dir, sweep_runs, report_of):
     report = report_of(sweep_dir, baseline=str(sweep_runs[0]), max_regression={"exact_match": "10%"})
     root = _valid(schema, format_junit(report))
-    failed = {s.get("name") for s in root.findall("testsuite") for c in s.findall("testcase") if c.find("failure") is not None}
-    assert failed == {"tiny/path=tiny-model-p50/quantization=None", "tiny/path=tiny-model-p50/quantization=int8-dynamic",
-                      "tiny/path=tiny-model-p25/quantization=int8-dynamic"}
+    failed = {
+        s.get("name") for s in root.findall("testsuite") for c in s.findall("testcase") if c.find("failure") is not None
+    }
+    assert failed == {
+        "tiny/path=tiny-model-p50/quantization=None",
+        "tiny/path=tiny-model-p50/quantization=int8-dynamic",
+        "tiny/path=tiny-model-p25/quantization=int8-dynamic",
+    }
 
 
 def test_per_sample_cases_fail_wrong_answers_error_on_errors_and_skip_unknowns(schema, tmp_path, kit, report_of):

@@ -64,7 +64,9 @@ def test_with_a_baseline_regressions_come_first_worst_first(sweep_dir, sweep_run
     assert grades == sorted(grades, key=order.__getitem__) and grades[0] == "❌ fail"
     first = regs["rows"][0]
     assert first[0] == "tiny/path=tiny-model-p50/quantization=int8-dynamic" and first[1] in ("exact_match", "token_f1")
-    assert "tiny/path=tiny-model/quantization=None" not in [r[0] for r in regs["rows"]]  # the baseline itself is not listed
+    assert "tiny/path=tiny-model/quantization=None" not in [
+        r[0] for r in regs["rows"]
+    ]  # the baseline itself is not listed
     assert "▼" in md and "Newly wrong samples" in md
 
 

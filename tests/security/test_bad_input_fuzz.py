@@ -14,12 +14,32 @@ from auditkit_ray.config import load_config, run_spec_from_dict
 from auditkit_ray.config.models import DatasetSpec
 from auditkit_ray.data import load_samples
 
-FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), st.floats(allow_nan=True), st.text(max_size=20))
-json_values = st.recursive(scalars, lambda c: st.one_of(st.lists(c, max_size=4), st.dictionaries(st.text(max_size=8), c, max_size=4)), max_leaves=12)
+FAST = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-(10**6), 10**6), st.floats(allow_nan=True), st.text(max_size=20)
+)
+json_values = st.recursive(
+    scalars,
+    lambda c: st.one_of(st.lists(c, max_size=4), st.dictionaries(st.text(max_size=8), c, max_size=4)),
+    max_leaves=12,
+)
 
 VALID = {"model": {"type": "echo"}, "dataset": {"path": "d.jsonl"}, "metrics": ["exact_match"]}
-KEYS = ["model", "dataset", "metrics", "prompt", "generation", "execution", "annotators", "seed", "repeats", "store", "bogus"]
+KEYS = [
+    "model",
+    "dataset",
+    "metrics",
+    "prompt",
+    "generation",
+    "execution",
+    "annotators",
+    "seed",
+    "repeats",
+    "store",
+    "bogus",
+]
 
 
 @FAST
@@ -44,12 +64,21 @@ def test_config_file_of_arbitrary_bytes_gives_config_error(tmp_path_factory, dat
 
 
 @FAST
-@given(st.lists(st.one_of(
-    st.builds(lambda d: json.dumps(d), st.dictionaries(st.sampled_from(["id", "input", "target", "x"]), json_values, max_size=4)),
-    st.text(alphabet=string.printable, max_size=40),   # broken lines
-    st.just('{"id": "dup", "input": "a"}'),            # duplicate ids
-    st.just('{"input": "' + "x" * 100_000 + '"}'),     # a huge field
-), max_size=8), st.booleans())
+@given(
+    st.lists(
+        st.one_of(
+            st.builds(
+                lambda d: json.dumps(d),
+                st.dictionaries(st.sampled_from(["id", "input", "target", "x"]), json_values, max_size=4),
+            ),
+            st.text(alphabet=string.printable, max_size=40),  # broken lines
+            st.just('{"id": "dup", "input": "a"}'),  # duplicate ids
+            st.just('{"input": "' + "x" * 100_000 + '"}'),  # a huge field
+        ),
+        max_size=8,
+    ),
+    st.booleans(),
+)
 def test_dataset_reader_gives_data_errors_or_samples(tmp_path_factory, lines, bad_utf8):
     p = tmp_path_factory.mktemp("ds") / "d.jsonl"
     raw = "\n".join(lines).encode()

@@ -8,7 +8,9 @@ from auditkit_ray.pipeline.plan import check_data_root
 
 
 def _spec(path, **extra):
-    return run_spec_from_dict({"model": {"type": "echo"}, "dataset": {"path": str(path)}, "metrics": ["exact_match"], **extra})
+    return run_spec_from_dict(
+        {"model": {"type": "echo"}, "dataset": {"path": str(path)}, "metrics": ["exact_match"], **extra}
+    )
 
 
 @pytest.mark.parametrize("bad", ["../outside.jsonl", "/etc/passwd", "sub/../../outside.jsonl", "link/secret.jsonl"])

@@ -2,8 +2,9 @@
 
 Every import counts, module-level, inside a function or under
 ``if TYPE_CHECKING:``: a type-only import never runs, but two modules that
-name each other's types still depend on each other, so it closes a cycle too. ``tests/test_layers.py`` runs it over ``auditkit_ray`` and over
-small planted trees, so a rule that stopped seeing violations would fail too.
+name each other's types still depend on each other, so it closes a cycle too.
+``tests/test_layers.py`` runs it over ``auditkit_ray`` and over small planted
+trees, so a rule that stopped seeing violations would fail too.
 """
 
 from __future__ import annotations

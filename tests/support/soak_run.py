@@ -26,10 +26,25 @@ def main(n: int, work: str) -> None:
         rng = random.Random(size)
         with open(data, "w") as f:
             for i in range(size):
-                f.write(json.dumps({"id": f"{label}{i}", "input": f"answer {rng.randint(0, 999)} now", "target": f"answer {i % 1000}"}) + "\n")
-        spec = {"name": f"soak-{label}", "model": {"type": "echo", "batch_size": 1000}, "dataset": {"path": data},
-                "metrics": metrics, "execution": {"shard_size": 2000}, "store": {"path": os.path.join(work, f"store-{label}")},
-                "tracking": {"index": False}}
+                f.write(
+                    json.dumps(
+                        {
+                            "id": f"{label}{i}",
+                            "input": f"answer {rng.randint(0, 999)} now",
+                            "target": f"answer {i % 1000}",
+                        }
+                    )
+                    + "\n"
+                )
+        spec = {
+            "name": f"soak-{label}",
+            "model": {"type": "echo", "batch_size": 1000},
+            "dataset": {"path": data},
+            "metrics": metrics,
+            "execution": {"shard_size": 2000},
+            "store": {"path": os.path.join(work, f"store-{label}")},
+            "tracking": {"index": False},
+        }
         t0 = time.time()
         res = evaluate(spec)
         time.sleep(2)
