@@ -1,6 +1,6 @@
 """What enters a run's fingerprints.
 
-Two fingerprints per run (DESIGN.md section 1): the *generation* fingerprint
+Two fingerprints per run: the *generation* fingerprint
 (model identity, backend settings, prompt/adapter, generation settings,
 dataset content, seed, repeat index, package version) keys stored outputs;
 the *run* fingerprint adds annotators and metric identities. Changing a metric
