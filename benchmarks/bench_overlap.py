@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     rec.emit("overlap.ray_start", start_ray(num_gpus=1), "s")
     try:
         rec.emit("overlap.warm_up_run", warm_up(num_gpus=1), "s")
-        from auditkit_ray.cli_runs import rescore_spec
+        from auditkit_ray.api import rescore_spec
 
         with timed() as t_gen:
             res_gen = call_quietly(lambda: run_spec(gen_spec(data, work / "s1", shard_size, per_shard_s, [])))
