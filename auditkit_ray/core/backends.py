@@ -42,7 +42,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Iterable, Protocol, Union
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from ..errors import ConfigError
 from .secrets import is_secret_key, redact, remember_secret
@@ -125,6 +125,21 @@ class BackendSettings(Strict):
     def __repr_args__(self):  # type: ignore[override]
         for k, v in super().__repr_args__():
             yield k, (redact(v) if k in self.secret_maps else v)
+
+
+class CheckpointSettings(BackendSettings):
+    """Settings of a backend that loads an HF-format checkpoint (``hf``, ``vllm``): where it lives. The
+    generation actor hands the backend a copy whose ``path`` is a local directory (``auditkit_ray.sources``)."""
+
+    path: str = Field(description="a local directory of an HF-format checkpoint, a Hub id (org/name) or an "
+                      "s3:// prefix holding one (docs/models-and-data.md)")
+    revision: str | None = Field(None, description="of a Hub id: a branch, tag or commit, pinned to its commit "
+                                 "when the run is planned")
+    endpoint_url: str | None = Field(None, description="of an s3:// path: the S3-compatible endpoint "
+                                     "(default: AWS_ENDPOINT_URL)")
+    region: str | None = Field(None, description="of an s3:// path (default: AWS_DEFAULT_REGION)")
+
+    not_in_identity: ClassVar[frozenset[str]] = frozenset({"endpoint_url", "region"})
 
 
 class BackendServices(Protocol):

@@ -15,6 +15,7 @@ from typing import Any, Iterator
 from ..core.rowjson import loads as row_loads
 from ..core.types import Sample, content_id
 from ..errors import DataError, require
+from .location import LocalLocation, Location, locate
 
 _SUFFIX = {
     ".jsonl": "jsonl",
@@ -26,26 +27,30 @@ _SUFFIX = {
 }
 
 
-def detect_format(path: Path, declared: str | None) -> str:
+def detect_format(path: Path | Location, declared: str | None) -> str:
+    """The dataset's format: ``declared``, else a directory's content or the file's suffix.
+    ``path`` is a local path or a ``Location`` (``data.location``: local or S3)."""
+    loc = locate(path)
     if declared:
         return declared
-    if path.is_dir():
-        if (path / "dataset_info.json").exists() or (path / "dataset_dict.json").exists():
+    if loc.is_dir():
+        if loc.has("dataset_info.json") or loc.has("dataset_dict.json"):
             return "hf"
-        if any(path.glob("*.parquet")):
+        if loc.parquet_files():
             return "parquet"
-        raise DataError(f"{path}: a directory, but neither a saved HF dataset nor Parquet files; set dataset.format")
-    fmt = _SUFFIX.get(path.suffix.lower())
+        raise DataError(f"{loc}: a directory, but neither a saved HF dataset nor Parquet files; set dataset.format")
+    fmt = _SUFFIX.get(loc.suffix.lower())
     if fmt is None:
-        raise DataError(f"{path}: cannot tell the format from the suffix {path.suffix!r}; set dataset.format")
+        raise DataError(f"{loc}: cannot tell the format from the suffix {loc.suffix!r}; set dataset.format")
     return fmt
 
 
-def decode_text(path: Path) -> str:
+def decode_text(path: Path | Location) -> str:
+    path = locate(path)
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise DataError(f"{path}: dataset file not found") from None
+        raise path.not_found() from None
     except OSError as exc:
         raise DataError(f"{path}: cannot read dataset ({exc.strerror or exc})") from None
     try:
@@ -55,11 +60,11 @@ def decode_text(path: Path) -> str:
         raise DataError(f"{path}:{line}: dataset is not valid UTF-8 (byte {exc.start})") from None
 
 
-def _jsonl(path: Path) -> Iterator[tuple[str, dict]]:
+def _jsonl(path: Location) -> Iterator[tuple[str, dict]]:
     return jsonl_records(path, decode_text(path))
 
 
-def jsonl_records(path: Path, text: str, first_line: int = 1) -> Iterator[tuple[str, dict]]:
+def jsonl_records(path: Path | Location | str, text: str, first_line: int = 1) -> Iterator[tuple[str, dict]]:
     """JSON Lines ``text`` (part of ``path`` that starts at line
     ``first_line``) as (where, record); blank lines are skipped."""
     for i, line in enumerate(io.StringIO(text), start=first_line):
@@ -74,7 +79,7 @@ def jsonl_records(path: Path, text: str, first_line: int = 1) -> Iterator[tuple[
         yield f"{path}:{i}", rec
 
 
-def _json(path: Path) -> Iterator[tuple[str, dict]]:
+def _json(path: Location) -> Iterator[tuple[str, dict]]:
     try:
         data = row_loads(decode_text(path))
     except json.JSONDecodeError as exc:
@@ -92,7 +97,7 @@ def _json(path: Path) -> Iterator[tuple[str, dict]]:
         yield f"{path}[{i}]", rec
 
 
-def _csv(path: Path) -> Iterator[tuple[str, dict]]:
+def _csv(path: Location) -> Iterator[tuple[str, dict]]:
     reader = csv.DictReader(io.StringIO(decode_text(path), newline=""))
     for i, rec in enumerate(reader, start=2):
         if None in rec:
@@ -100,20 +105,22 @@ def _csv(path: Path) -> Iterator[tuple[str, dict]]:
         yield f"{path}:{i}", dict(rec)
 
 
-def parquet_table(path: Path) -> Any:
-    pq = require("pyarrow.parquet", "ray")
+def parquet_table(path: Path | Location) -> Any:
+    path = locate(path)
     try:
-        return pq.read_table(path)
+        return path.read_parquet()
+    except DataError:
+        raise
     except Exception as exc:  # noqa: BLE001 - pyarrow raises several types
         raise DataError(f"{path}: cannot read Parquet ({exc})") from None
 
 
-def parquet_files(path: Path) -> list[Path]:
+def parquet_files(path: Path | Location) -> list[Location]:
     """The Parquet files of a dataset: the file, or a directory's, by name."""
-    return sorted(path.glob("*.parquet")) if path.is_dir() else [path]
+    return locate(path).parquet_files()
 
 
-def _parquet(path: Path) -> Iterator[tuple[str, dict]]:
+def _parquet(path: Location) -> Iterator[tuple[str, dict]]:
     for i, rec in enumerate(parquet_table(path).to_pylist()):
         yield f"{path} row {i}", rec
 
@@ -134,11 +141,13 @@ def _hf(path: Path, split: str | None) -> Iterator[tuple[str, dict]]:
         yield f"{path} row {i}", dict(rec)
 
 
-def read_records(path: str | Path, fmt: str | None = None, split: str | None = None) -> list[tuple[str, dict]]:
-    """(where, record) pairs in file order; ``where`` names file and line."""
-    p = Path(path)
+def read_records(path: str | Path | Location, fmt: str | None = None, split: str | None = None, *,
+                 endpoint_url: str | None = None, region: str | None = None) -> list[tuple[str, dict]]:
+    """(where, record) pairs in file order; ``where`` names file and line.
+    ``path``: a local path or an ``s3://`` URI (on ``endpoint_url``/``region``, else the AWS environment's)."""
+    p = locate(path, endpoint_url, region)
     if not p.exists():
-        raise DataError(f"{p}: dataset file not found")
+        raise p.not_found()
     kind = detect_format(p, fmt)
     if kind == "jsonl":
         return list(_jsonl(p))
@@ -148,7 +157,25 @@ def read_records(path: str | Path, fmt: str | None = None, split: str | None = N
         return list(_csv(p))
     if kind == "parquet":
         return [r for f in parquet_files(p) for r in _parquet(f)]
-    return list(_hf(p, split))
+    if not isinstance(p, LocalLocation):
+        raise DataError(f"{p}: a saved HF dataset (format 'hf') is read from a local directory only; "
+                        "store it as Parquet (Dataset.to_parquet) to read it from S3")
+    return list(_hf(p.path, split))
+
+
+def dataset_location(spec: Any) -> Location:
+    """Where ``dataset.path`` is, with the dataset's S3 endpoint and region."""
+    return locate(spec.path, spec.endpoint_url, spec.region)
+
+
+def dataset_records(spec: Any) -> list[tuple[str, dict]]:
+    """The records of the dataset a ``DatasetSpec`` names: a file or directory
+    (local or S3), or a Hub dataset (``dataset.hub``)."""
+    if spec.hub:
+        from .hub import hub_records
+
+        return hub_records(spec)
+    return read_records(dataset_location(spec), spec.format, spec.split)
 
 
 def _text(value: Any) -> str:
@@ -172,11 +199,11 @@ STRUCTURED_FIELDS = (
 
 def load_samples(spec: Any) -> tuple[list[Sample], list[dict]]:
     """Samples and their raw records (the prompt template reads the records)."""
-    records = read_records(spec.path, spec.format, spec.split)
+    records = dataset_records(spec)
     if spec.limit:
         records = records[: spec.limit]
     if not records:
-        raise DataError(f"{spec.path}: the dataset has no samples")
+        raise DataError(f"{spec.hub or spec.path}: the dataset has no samples")
     samples: list[Sample] = []
     raws: list[dict] = []
     seen: dict[str, str] = {}

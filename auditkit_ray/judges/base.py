@@ -135,7 +135,9 @@ class JudgeMetric(Metric, abstract=True):
 
         ident = super().identity()
         ident["params"] = redact(ident["params"])  # results carry identities: mask any key written in clear
-        ident["judge_backend"] = {"type": self._spec.type, **self._spec.settings_identity()}
+        from ..sources import pinned
+
+        ident["judge_backend"] = {"type": self._spec.type, **pinned(self._spec).settings.settings_identity()}
         return ident
 
     # ------------------------------------------------------------------ backend
@@ -150,7 +152,9 @@ class JudgeMetric(Metric, abstract=True):
                 from ..core.envvars import expand_env
 
                 spec = self._validate(expand_env(self.judge_config, ("judge",)))
-            backend = create_backend(spec, self._settings, self.judge_seed)
+            from ..sources import materialize, pinned
+
+            backend = create_backend(materialize(pinned(spec).settings), self._settings, self.judge_seed)
             backend.load()
             self._backend = backend
         return self._backend

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 import os
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from .. import errors
@@ -41,7 +40,7 @@ def _records(source: tuple) -> Iterator[tuple[str, dict]]:
     from ..data.readers import jsonl_records
 
     if source[0] == "jsonl":
-        yield from jsonl_records(Path(source[1]), source[2], source[3])
+        yield from jsonl_records(source[1], source[2], source[3])
         return
     import pyarrow as pa
 
@@ -109,7 +108,7 @@ def _error(kind: tuple[str, str]) -> AuditKitError:
     return DataError(kind[1])
 
 
-def _jsonl_parts(path: Path, size: int) -> tuple[int, Callable[[int, int], tuple]]:
+def _jsonl_parts(path: Any, size: int) -> tuple[int, Callable[[int, int], tuple]]:
     """The file's sample count, and the ``source`` of shards ``s0 .. s1 - 1``."""
     from ..data.readers import decode_text
 
@@ -127,7 +126,7 @@ def _jsonl_parts(path: Path, size: int) -> tuple[int, Callable[[int, int], tuple
     return n, source
 
 
-def _parquet_parts(path: Path, size: int) -> tuple[int, Callable[[int, int], tuple]]:
+def _parquet_parts(path: Any, size: int) -> tuple[int, Callable[[int, int], tuple]]:
     """As ``_jsonl_parts``, for a Parquet file or directory; a part's rows
     travel as an Arrow IPC stream (a pickled slice would carry its whole table)."""
     import pyarrow as pa
@@ -165,10 +164,10 @@ def plan_in_tasks(spec: Any, is_done: Callable[[int], bool], tasks: int,
     the driver first), or None where the
     driver must plan alone (too few shards to split, colliding content ids,
     an empty file: the driver's reader reports that)."""
-    from ..data.readers import detect_format
+    from ..data.readers import dataset_location, detect_format
     from .runtime import init_ray, unwrap_error
 
-    path = Path(spec.dataset.path)
+    path = dataset_location(spec.dataset)  # a local path or an s3:// URI, read on the driver
     size = spec.shard_size
     parts_of = _jsonl_parts if detect_format(path, spec.dataset.format) == "jsonl" else _parquet_parts
     n, source = parts_of(path, size)

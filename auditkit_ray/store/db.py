@@ -66,7 +66,8 @@ class ExperimentDB:
         row = (
             result.fingerprint, result.run_id, result.name, exp.get("name"), status,
             model.get("type"), model.get("path") or model.get("model") or model.get("type"),
-            dataset.get("path"), result.dataset_fingerprint, result.generation_fingerprint, result.created_at,
+            dataset.get("path") or dataset.get("hub"), result.dataset_fingerprint, result.generation_fingerprint,
+            result.created_at,
             result_uri, store_uri, result.package_version, result.perf.samples, result.error_count,
             json.dumps(cfg, sort_keys=True),
         )
@@ -81,6 +82,25 @@ class ExperimentDB:
             )
             con.executemany("INSERT INTO tags VALUES (?,?,?)",
                             [(result.fingerprint, k, str(v)) for k, v in (exp.get("tags") or {}).items()])
+
+    def record_failed(self, fingerprint: str, name: str, reason: str, config: dict[str, Any] | None = None,
+                      store_uri: str | None = None) -> None:
+        """A run that failed (a sweep cell that could not finish it): status ``failed``, the one-line reason in
+        the tag ``auditkit.failure``. A run that completes later replaces the row (``record``)."""
+        import time
+
+        cfg = config or {}
+        model = cfg.get("model") or {}
+        dataset = cfg.get("dataset") or {}
+        row = (fingerprint, None, name, None, "failed", model.get("type"),
+               model.get("path") or model.get("model") or model.get("type"), dataset.get("path"), None, None,
+               time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), None, store_uri, None, 0, 0,
+               json.dumps(cfg, sort_keys=True))
+        with closing(self._connect()) as con, con:
+            con.execute("DELETE FROM metrics WHERE fingerprint = ?", (fingerprint,))
+            con.execute("DELETE FROM tags WHERE fingerprint = ?", (fingerprint,))
+            con.execute(f"INSERT OR REPLACE INTO runs VALUES ({','.join('?' * len(row))})", row)
+            con.execute("INSERT INTO tags VALUES (?,?,?)", (fingerprint, "auditkit.failure", reason))
 
     def sync(self, store: Any) -> int:
         """Index every run found in a result store; returns how many."""

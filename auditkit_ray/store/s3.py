@@ -23,6 +23,63 @@ _CLIENT_LOCK = threading.Lock()
 RETRYABLE = ("EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ConnectionClosedError")
 
 
+def s3_endpoint(endpoint_url: str | None = None) -> str | None:
+    """The endpoint a config names, else the standard AWS variables' (boto3 reads them too; pyarrow does not)."""
+    return endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+
+
+def s3_region(region: str | None = None) -> str:
+    return region or os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION") or "us-east-1"
+
+
+def s3_client(endpoint_url: str | None = None, region: str | None = None, *, max_pool: int = 10) -> Any:
+    """A boto3 S3 client on any S3-compatible endpoint (``s3_endpoint``); credentials only from the
+    environment or the machine's role. Not thread-safe to create: callers creating clients from threads lock."""
+    boto3 = require("boto3", "s3")
+    from botocore.config import Config
+
+    return boto3.client(
+        "s3", endpoint_url=s3_endpoint(endpoint_url), region_name=s3_region(region),
+        config=Config(retries={"max_attempts": 5, "mode": "standard"}, connect_timeout=5, read_timeout=60,
+                      max_pool_connections=max(10, max_pool)),
+    )
+
+
+def split_s3_uri(uri: str) -> tuple[str, str]:
+    """``s3://bucket/key/...`` as (bucket, key), the key without leading or trailing slash."""
+    if not uri.startswith("s3://"):
+        raise ValueError(f"not an s3:// URI: {uri}")
+    bucket, _, key = uri[len("s3://"):].partition("/")
+    return bucket, key.strip("/")
+
+
+_ARROW_FS: dict[tuple[str | None, str, str], Any] = {}
+
+
+def arrow_s3_filesystem(endpoint_url: str | None = None, region: str | None = None) -> Any:
+    """A ``pyarrow.fs.S3FileSystem`` on ``s3_endpoint``/``s3_region`` (pyarrow ignores
+    ``AWS_ENDPOINT_URL``: it is passed on here), one per process, endpoint and region. Credentials
+    come from the AWS environment or the machine's role, never from a config. Its paths are
+    ``bucket/key`` (``split_s3_uri``)."""
+    import hashlib
+
+    endpoint, reg = s3_endpoint(endpoint_url), s3_region(region)
+    # pyarrow reads the credentials when the filesystem is made: new ones in the environment make a new one
+    creds = hashlib.sha256("\0".join(os.environ.get(k, "") for k in (
+        "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")).encode()).hexdigest()
+    key = (endpoint, reg, creds)
+    with _CLIENT_LOCK:
+        fs = _ARROW_FS.get(key)
+        if fs is None:
+            pafs = require("pyarrow.fs", "s3")
+            kw: dict[str, Any] = {"region": reg, "connect_timeout": 5, "request_timeout": 60}
+            if endpoint:
+                scheme, sep, host = endpoint.partition("://")
+                kw.update(endpoint_override=host.rstrip("/") if sep else endpoint, scheme=scheme if sep else "https")
+            fs = _ARROW_FS[key] = pafs.S3FileSystem(**kw)
+    return fs
+
+
 class S3Store(ResultStore):
     def __init__(self, uri: str, endpoint_url: str | None = None, region: str | None = None,
                  retry_s: float = 60.0) -> None:
@@ -32,8 +89,8 @@ class S3Store(ResultStore):
         self.bucket, _, prefix = rest.partition("/")
         self.prefix = prefix.strip("/")
         self.uri_root = uri.rstrip("/")
-        self.endpoint_url = endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-        self.region = region or os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION") or "us-east-1"
+        self.endpoint_url = s3_endpoint(endpoint_url)
+        self.region = s3_region(region)
         self.retry_s = retry_s
         self._c = None
 
@@ -49,14 +106,7 @@ class S3Store(ResultStore):
         return self._c
 
     def _new_client(self):
-        boto3 = require("boto3", "s3")
-        from botocore.config import Config
-
-        return boto3.client(
-            "s3", endpoint_url=self.endpoint_url, region_name=self.region,
-            config=Config(retries={"max_attempts": 5, "mode": "standard"}, connect_timeout=5, read_timeout=60,
-                          max_pool_connections=max(10, self.prefetch)),
-        )
+        return s3_client(self.endpoint_url, self.region, max_pool=self.prefetch)
 
     def _key(self, rel: str) -> str:
         return f"{self.prefix}/{rel}" if self.prefix else rel

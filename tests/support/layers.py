@@ -139,6 +139,7 @@ INTERNAL_ALLOWED: dict[str, set[str]] = {
     "annotators": {"core", "agents"},
     "oracles": {"core", "agents"},
     "backends": {"core", "agents"},
+    "sources": {"core", "store"},
     "compare": {"core", "store"},
     "report": {"core", "store", "compare"},
     "cli": {"", "api"},
