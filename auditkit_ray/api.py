@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from .errors import ConfigError
 from .init_templates import RUN_FILE as STARTER_RUN_FILE
@@ -149,11 +149,12 @@ def evaluate_many(base: Any, datasets: list[Any], *, address: str | None = None,
     specs = []
     for i, d in enumerate(datasets):
         if isinstance(d, (str, os.PathLike)):
-            d = {"dataset": {**data["dataset"], "path": str(d)}}
+            d = {"dataset": {**data["dataset"], "path": str(d), "hub": None, "config": None, "revision": None}}
         elif isinstance(d, dict) and "dataset" not in d:
             d = {"dataset": {**data["dataset"], **d}}
         over = dict(d)
-        over.setdefault("name", f"{run.name}/{Path(over['dataset'].get('path', str(i))).stem}")
+        source = over["dataset"].get("path") or over["dataset"].get("hub") or str(i)
+        over.setdefault("name", f"{run.name}/{Path(source).stem}")
         specs.append(run_spec_from_dict(deep_merge(data, over), f"<evaluate_many dataset {i}>"))
     return evaluate_specs(specs, address=address, progress=progress)
 
@@ -256,12 +257,19 @@ def sweep_plan(spec: Any, *, address: str | None = None, store: str | None = Non
     return SweepPlan(sweep_spec.name, fp, cells, gpus)
 
 
-def sweep(spec: Any, *, address: str | None = None, progress: bool = False, store: str | None = None) -> SweepResult:
-    """Run every run of a sweep on Ray (one model load per model cell; finished shards are reused)."""
+def sweep(spec: Any, *, address: str | None = None, progress: bool = False, store: str | None = None,
+          fail_fast: bool = False, events: str | os.PathLike | None = None,
+          on_event: Callable[[dict[str, Any]], None] | None = None) -> SweepResult:
+    """Run every run of a sweep on Ray (one model load per model cell; finished shards are reused).
+    A cell that fails does not stop the others (``fail_fast``: it does, and its error is raised); the result's
+    ``failed`` lists them with their reasons, and running the sweep again redoes only those and the unfinished.
+    ``events``: a JSON Lines file the sweep's events are appended to; ``on_event``: called with each
+    (``auditkit_ray.pipeline.sweep`` describes both and the manifest)."""
     from .pipeline.sweep import run_sweep
 
     sweep_spec, source, _ = load_sweep(spec, store=store)
-    return run_sweep(sweep_spec, address=address, progress=progress, source=source)
+    return run_sweep(sweep_spec, address=address, progress=progress, source=source, fail_fast=fail_fast,
+                     events=os.fspath(events) if events is not None else None, on_event=on_event)
 
 
 def lmeval(tasks: str | Iterable[str], model: str | os.PathLike, **options: Any) -> list[RunResult]:

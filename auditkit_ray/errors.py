@@ -46,6 +46,16 @@ class RunError(AuditKitError):
     """A fatal error during a run (engine dead, out of memory, store unreachable)."""
 
 
+class InfrastructureError(RunError):
+    """A part of the cluster was lost while running (an actor or node died, an engine crashed): running again
+    can help, so a sweep retries the cell (``execution.cell_retries``)."""
+
+
+class ModelLoadError(RunError):
+    """The model could not be loaded (corrupt weights, a load that hung past ``execution.load_timeout_s``):
+    a failure of the whole run or sweep cell, never an error per sample."""
+
+
 class GateFailed(AuditKitError):
     exit_code = EXIT_GATE
 

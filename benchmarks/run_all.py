@@ -35,6 +35,7 @@ BENCHMARKS = {
     "api": "bench_api.py",
     "store_reads": "bench_store_reads.py",
     "plan": "bench_plan.py",
+    "sweep_schedule": "bench_sweep_schedule.py",
 }
 
 

@@ -22,7 +22,8 @@ from ..backends.base import Request, create_backend
 from ..config.models import RunSpec
 from ..core.gcpause import gc_paused
 from ..core.types import Generation
-from ..errors import AuditKitError, RunError
+from ..errors import AuditKitError, ModelLoadError, RunError
+from ..sources import materialize  # a Hub id or s3:// checkpoint: fetched to this node, a local path
 from ..store.base import ResultStore
 from ..store.layout import RunLayout
 from . import tables
@@ -138,9 +139,11 @@ class GenerateStage:
         self._preload: tuple[threading.Thread, dict[str, Any]] | None = None
         self._unloaded = None  # built here, loaded by the first shard (backends that load in the generating thread)
         self._closed = False
+        self._load_started = 0.0
         first = next(iter(self.ctx.specs.values()), None)  # the runs of one pipeline share a model
         if first is not None:
-            backend = create_backend(first.model, first.generation, first.seed, services=SERVICES)
+            backend = create_backend(materialize(first.model), first.generation, first.seed,
+                                     services=SERVICES)
             if not first.model.load_in_thread():
                 self._unloaded = backend
             else:  # load now, while Ray Data starts the other actors and sends the first shard
@@ -156,6 +159,7 @@ class GenerateStage:
                 thread = threading.Thread(target=preload, name="auditkit-model-load", daemon=True)
                 thread.start()
                 self._preload = (thread, box)
+                self._load_started = time.monotonic()
 
     def close(self) -> None:
         """Close the backend this stage loaded (once; a backend that failed to close is logged, not raised:
@@ -166,7 +170,7 @@ class GenerateStage:
         backend, self.backend = self.backend, None
         if backend is None and self._preload is not None:  # loaded in the background, never used
             thread, box = self._preload
-            thread.join()
+            thread.join(5.0)  # a load that hung is not waited for
             backend = box.get("backend")
         self._preload = self._unloaded = None
         if backend is not None:
@@ -183,22 +187,50 @@ class GenerateStage:
         if self.backend is None:
             with self._load_lock:
                 if self.backend is None:
-                    if self._preload is not None:  # started in __init__: wait for it; a failed load is retried
-                        thread, box = self._preload
-                        thread.join()
-                        self._preload = None
-                        if "error" in box:
-                            raise box["error"]
-                        backend = box["backend"]
-                    else:
-                        backend = self._unloaded or create_backend(spec.model, spec.generation, spec.seed,
-                                                                   services=SERVICES)
-                        self._unloaded = None  # a failed load starts again from a fresh backend
-                        backend.load()  # once per actor, reused for every shard of every run it serves
+                    try:
+                        backend = self._load(spec)
+                    except AuditKitError:
+                        raise
+                    except BaseException as exc:  # noqa: BLE001 - a model that cannot load fails the run
+                        first = (str(exc).splitlines() or [""])[0]
+                        raise ModelLoadError(f"model load failed: {type(exc).__name__}: {first}") from None
                     if "torch" in sys.modules and self.threads:  # in this thread (OpenMP's count is per thread)
                         sys.modules["torch"].set_num_threads(self.threads)
                     self.backend = backend
         return self.backend
+
+    def _load(self, spec: RunSpec) -> Any:
+        """The loaded backend, within ``execution.load_timeout_s`` for a backend that loads in a thread of its own
+        (a load that hangs cannot be interrupted: the error fails the pipeline, whose actors are then killed).
+        A load that raised is tried once more, from a fresh backend (a passing hiccup of a disk or a mount);
+        what the second raises fails the run."""
+        timeout = spec.execution.load_timeout_s
+        if self._preload is not None:  # started in __init__: wait for it
+            thread, box = self._preload
+            thread.join(None if timeout is None else max(0.0, timeout - (time.monotonic() - self._load_started)))
+            if thread.is_alive():
+                raise ModelLoadError(f"model load did not finish within execution.load_timeout_s={timeout:g}s")
+            self._preload = None
+            if "error" not in box:
+                return box["backend"]
+            if isinstance(box["error"], AuditKitError):
+                raise box["error"]
+            log.warning("loading the model failed (%s: %s); trying once more", type(box["error"]).__name__,
+                        box["error"])
+        else:
+            backend = self._unloaded or create_backend(materialize(spec.model), spec.generation, spec.seed,
+                                                       services=SERVICES)
+            self._unloaded = None
+            try:
+                backend.load()  # once per actor, reused for every shard of every run it serves
+                return backend
+            except AuditKitError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - tried once more below
+                log.warning("loading the model failed (%s: %s); trying once more", type(exc).__name__, exc)
+        backend = create_backend(materialize(spec.model), spec.generation, spec.seed, services=SERVICES)
+        backend.load()
+        return backend
 
     def _call_backend(self, spec: RunSpec, requests: list[Request]) -> list[Generation]:
         backend = self._get_backend(spec)

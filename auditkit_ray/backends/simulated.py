@@ -35,12 +35,14 @@ class SimulatedSettings(BackendSettings):
                                 "(fault tests)")
     hang_marker: str | None = Field(None, description="with hang_ids: hang only while this file does not exist yet "
                                     "(it is created, holding the pid of the process that hung), so a retry succeeds")
+    exit_ids: list[str] = Field(default_factory=list, description="a batch holding one of these ids kills its own "
+                                "process, as a crashing engine would (fault tests)")
     load_s: float = Field(0.0, ge=0, description="seconds the model load takes (once per generation actor)")
     gpu: bool = Field(True, description="request GPUs like a real model would")
     num_gpus: float = Field(1.0, gt=0, description="GPUs per generation actor when the cluster has GPUs")
 
     not_in_identity: ClassVar[frozenset[str]] = frozenset(
-        {"batch_size", "gpu", "num_gpus", "hang_ids", "hang_marker", "oom_ids", "load_s"})
+        {"batch_size", "gpu", "num_gpus", "hang_ids", "hang_marker", "oom_ids", "load_s", "exit_ids"})
 
     def needs_gpu(self) -> bool:
         return self.gpu
@@ -56,6 +58,8 @@ class SimulatedBackend(Backend):
     def generate(self, requests: list[Request]) -> list[Generation]:
         s = self.spec
         ids = {r.sample_id for r in requests}
+        if ids & set(s.exit_ids):
+            os._exit(70)
         if ids & set(s.oom_ids):
             raise MemoryError(f"simulated out of memory on a batch of {len(requests)}")
         if ids & set(s.hang_ids):

@@ -36,7 +36,8 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         n_resamples=args.resamples, seed=args.seed, cost_axis=args.cost_axis, quality=args.quality or None,
         baseline=args.baseline, **gate_options(args),
     )
-    emit(json.dumps(board.to_dict(), indent=2, ensure_ascii=False) if args.json else board.format())
+    text = json.dumps(board.to_dict(), indent=2, ensure_ascii=False) if args.json else None
+    emit(text if text is not None else board.format(pairwise=args.pairwise))
     board.raise_for_failures()
     return EXIT_OK
 
@@ -88,7 +89,10 @@ def add_parsers(sub: Any) -> None:
                          "model_size_bytes, tokens, completion_tokens, wall_s")
     lb.add_argument("--quality", action="append", metavar="METRIC",
                     help="metric(s) for the Pareto front (default: all)")
-    lb.add_argument("--baseline", default=None, metavar="FILE", help="baseline run for --max-regression")
+    lb.add_argument("--baseline", default=None, metavar="FILE",
+                    help="baseline run: each run's paired test against it, and --max-regression")
+    lb.add_argument("--pairwise", action="store_true",
+                    help="also print the full matrix of Holm-adjusted pairwise p-values (always in --json)")
     _add_stats_args(lb)
     _add_gate_args(lb)
     lb.set_defaults(handler=cmd_leaderboard)

@@ -123,3 +123,78 @@ def warnings_until_exit() -> None:
     handler.setFormatter(TerminalFormatter())
     logger.addHandler(handler)
     logger.propagate = False
+
+
+class SweepStatus:
+    """A sweep's progress from its events (``api.sweep(on_event=...)``): one status line per cell (queued,
+    loading, running k of n shards, done, failed: reason) and the sweep's ETA, redrawn in place on a terminal;
+    elsewhere (a log file, CI) a plain line per change of state, and for a running cell at most one every
+    ``every_s`` seconds."""
+
+    def __init__(self, cells: list[str] | None = None, stream: Any = None, every_s: float = 10.0) -> None:
+        self.stream = stream
+        self.lines: dict[str, str] = {c: "queued" for c in cells or []}
+        self.eta: float | None = None
+        self.drawn = 0
+        self.every_s = every_s
+        self.last: dict[str, float] = {}
+
+    def _out(self) -> Any:
+        return self.stream or sys.stderr
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        import time
+
+        e, cell = event["event"], event.get("cell")
+        if e == "sweep_started":
+            self.lines = {c: "queued" for c in event["cells"]} | self.lines
+            if not (self._out().isatty() if hasattr(self._out(), "isatty") else False):
+                print(f"sweep {event['sweep']}: {len(event['cells'])} cells queued on {event['cluster_gpus']:g} GPUs",
+                      file=self._out(), flush=True)
+            return
+        if e == "cell_started":
+            text = f"loading (attempt {event['attempt']})" if event["attempt"] > 1 else "loading"
+        elif e == "shard_done":
+            text = f"running {event['shards_done']} of {event['shards_total']} shards"
+            self.eta = event.get("eta_s")
+        elif e == "cell_done":
+            text = "done"
+        elif e == "cell_failed":
+            text = ("retrying after: " if event.get("retry") else "failed: ") + str(event.get("reason"))
+        elif e == "sweep_done":
+            occ = event.get("gpu_occupancy")
+            self._final = (f"sweep {event['sweep']}: {event['done']} of {event['cells']} cells done, "
+                           f"{event['failed']} failed" + (f", GPU occupancy {occ:.0%}" if occ is not None else "")
+                           + f", {event['wall_s']:.0f}s")
+            self._draw(None)
+            return
+        else:
+            return
+        self.lines[cell] = text
+        if self._out().isatty() if hasattr(self._out(), "isatty") else False:
+            self._draw(cell)
+            return
+        now = time.monotonic()
+        if e == "shard_done" and now - self.last.get(cell, 0.0) < self.every_s \
+                and event["shards_done"] < event["shards_total"]:
+            return
+        self.last[cell] = now
+        eta = f"  (sweep ETA {self.eta:.0f}s)" if e == "shard_done" and self.eta else ""
+        print(f"[{cell}] {text}{eta}", file=self._out(), flush=True)
+
+    def _draw(self, cell: str | None) -> None:
+        out = self._out()
+        tty = out.isatty() if hasattr(out, "isatty") else False
+        final = getattr(self, "_final", None)
+        if not tty:
+            if final:
+                print(final, file=out, flush=True)
+            return
+        width = max((len(c) for c in self.lines), default=0)
+        block = [f"  {c:<{width}}  {t}" for c, t in self.lines.items()]
+        block.append(final or (f"  sweep ETA {self.eta:.0f}s" if self.eta else "  sweep ETA -"))
+        if self.drawn:
+            out.write(f"\x1b[{self.drawn}F\x1b[J")
+        out.write("\n".join(block) + "\n")
+        out.flush()
+        self.drawn = len(block)

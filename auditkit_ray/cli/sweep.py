@@ -8,33 +8,45 @@ from pathlib import Path
 from typing import Any
 
 from .. import api
-from ..errors import EXIT_OK
-from .output import emit, print_run
+from ..errors import EXIT_GATE, EXIT_OK
+from .output import SweepStatus, emit, print_run
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    """``auditkit-ray sweep FILE``: run a sweep (or print its plan with ``--dry-run``)."""
+    """``auditkit-ray sweep FILE``: run a sweep (or print its plan with ``--dry-run``). Exits 1 when a cell
+    failed (each is named with its reason); the others are finished and their leaderboard printed."""
     if args.dry_run:
         print(api.sweep_plan(args.file, address=args.address, store=args.store).format())
         return EXIT_OK
-    result = api.sweep(args.file, address=args.address, progress=not args.quiet, store=args.store)
+    status = None if args.quiet else SweepStatus()
+    result = api.sweep(args.file, address=args.address, progress=False, store=args.store,
+                       fail_fast=args.fail_fast, events=args.events, on_event=status)
+    code = EXIT_OK if result.ok else EXIT_GATE
     if args.json:
         emit(json.dumps({"name": result.name, "fingerprint": result.fingerprint, "manifest": result.manifest_uri,
+                         "result": "ok" if result.ok else "failed", "gpu_occupancy": result.gpu_occupancy,
+                         "failed": [{"cell": c["name"], "reason": c["reason"], "attempts": c["attempts"],
+                                     "runs": c["runs"]} for c in result.failed],
                          "cells": result.cells, "runs": [json.loads(r.to_json()) for r in result.runs]}, indent=2))
-        return EXIT_OK
+        return code
     print(f"sweep {result.name}: {len(result.runs)} runs, manifest {result.manifest_uri}")
     if len(result.runs) > 1:
-        print(api.leaderboard(result.runs).format())
+        print(api.leaderboard(result.runs, failed_cells=result.cells).format(pairwise=args.pairwise))
     else:
         for r in result.runs:
             print_run(r)
-    if args.report:
+    if result.failed:
+        print(f"{len(result.failed)} of {len(result.cells)} cells failed (run the same command again to redo them):")
+        for c in result.failed:
+            print(f"  FAILED {c['name']}: {c['reason']} (attempts {c['attempts']}; runs {', '.join(c['runs'])})")
+    if args.report and result.runs:
         run_dirs = [str(Path(r.samples_path).parent) for r in result.runs if not r.samples_path.startswith("s3://")]
-        report = api.build_report(run_dirs, baseline=args.baseline, title=f"sweep {result.name}")
+        report = api.build_report(run_dirs, baseline=args.baseline, title=f"sweep {result.name}",
+                                  failed_cells=result.cells)
         Path(args.report).parent.mkdir(parents=True, exist_ok=True)
         Path(args.report).write_text(api.render_report(report, "html"), encoding="utf-8")
         print(f"HTML report: {Path(args.report).resolve()}")
-    return EXIT_OK
+    return code
 
 
 def add_parsers(sub: Any) -> None:
@@ -45,7 +57,14 @@ def add_parsers(sub: Any) -> None:
     w.add_argument("--address", default=None)
     w.add_argument("--store", default=None, help="result store root (overrides base.store.path)")
     w.add_argument("--quiet", action="store_true")
+    w.add_argument("--fail-fast", action="store_true",
+                   help="start no new cell after the first failure (default: finish every cell that can)")
+    w.add_argument("--events", default=None, metavar="FILE.jsonl",
+                   help="append the sweep's events as JSON lines (cell started, shard done, cell done or failed, "
+                   "sweep done)")
     w.add_argument("--json", action="store_true")
+    w.add_argument("--pairwise", action="store_true",
+                   help="also print the leaderboard's full matrix of Holm-adjusted pairwise p-values")
     w.add_argument("--report", default=None, metavar="FILE.html", help="also write the sweep's HTML report here")
     w.add_argument("--baseline", default=None,
                    help="with --report: the baseline run (name, label or fingerprint prefix)")

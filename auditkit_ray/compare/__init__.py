@@ -27,14 +27,15 @@ from .comparison import Comparison, MetricComparison, RunRef, Thresholds, compar
 from .cost import AXES as COST_AXES
 from .cost import CostRow, ParetoFront, pareto_front
 from .gates import GateResult, Limit, parse_assignments, parse_max_regression
-from .leaderboard import Entry, Leaderboard, MetricBoard, PairwiseCell, leaderboard
+from .leaderboard import Entry, FailedCell, Leaderboard, MetricBoard, PairwiseCell, failed_cells_of, leaderboard
 from .pairs import PairedStats, SampleDiff
 from .samples import LoadedRun, load
 
 __all__ = [
-    "COST_AXES", "Comparison", "CostRow", "Entry", "GateResult", "Leaderboard", "Limit", "LoadedRun", "MetricBoard",
+    "COST_AXES", "Comparison", "CostRow", "Entry", "FailedCell", "GateResult", "Leaderboard", "Limit", "LoadedRun",
+    "MetricBoard",
     "MetricComparison", "PairedStats", "PairwiseCell", "ParetoFront", "RunRef", "SampleDiff", "Thresholds", "compare",
-    "leaderboard", "load", "pareto_front", "parse_assignments", "parse_max_regression", "retention",
+    "failed_cells_of", "leaderboard", "load", "pareto_front", "parse_assignments", "parse_max_regression", "retention",
 ]
 
 

@@ -15,11 +15,16 @@ Per metric:
   lower-is-better metric whose baseline is 0 and candidate above 0 retains
   0.0. Retention is only defined for non-negative means.
 - a paired test on the samples both runs scored (see ``pairs``);
-- a grade: ``not comparable`` (with the reasons), ``fail`` when the
-  regression exceeds ``fail_at``, ``warn`` when it exceeds ``warn_at`` or
-  when a smaller regression is significant at ``alpha``, else ``pass``.
+- a grade that reads the paired test as well as the size of the change:
+  ``not comparable`` (with the reasons); when the paired test ran,
+  ``fail``/``warn`` only when the regression is significant at ``alpha``
+  (``fail`` over ``fail_at``, ``warn`` over ``warn_at`` or under it), and a
+  regression over a threshold that is not significant is ``n.s.`` (it could
+  be noise: reported, never a failure); without a paired test (no per-sample
+  table) the thresholds alone decide, and the reason says so; else ``pass``.
   Thresholds are absolute (``0.02``) or relative to the baseline (``"2%"``);
-  the defaults are ``warn_at="1%"``, ``fail_at="5%"``.
+  the defaults are ``warn_at="1%"``, ``fail_at="5%"``. ``GRADING`` says this
+  in one line for reports.
 
 Gates (``fail_under``, ``fail_over``, ``max_regression``) are checked on the
 candidate; ``Comparison.failures`` lists every failed grade and gate, and
@@ -48,7 +53,11 @@ from .gates import (
 from .pairs import PairedStats, dataset_check, metric_check, paired_stats
 from .samples import LoadedRun, load, pair
 
-GRADES = ("pass", "warn", "fail", "not comparable")
+GRADES = ("pass", "n.s.", "warn", "fail", "not comparable")
+#: how a grade is decided, for reports (the thresholds are filled in)
+GRADING = ("warn over {warn_at}, fail over {fail_at} regression, each only when the paired test is significant at "
+           "alpha {alpha:g}; a regression over a threshold that is not significant is n.s.; without a paired test "
+           "the thresholds alone decide")
 
 
 @dataclass
@@ -184,12 +193,20 @@ def _grade(mc: MetricComparison, th: Thresholds) -> None:
         rel_txt = f" ({r * 100:.2f}% of baseline)" if math.isfinite(r) else " (baseline is 0)"
     p = mc.paired.p_value if mc.paired else None
     ptxt = f", p={tx.pval(p)}" if p is not None else ""
-    if th.fail_at.exceeded(reg, base):
-        mc.grade = "fail"
-        mc.reasons.append(f"regressed by {reg:.4f}{rel_txt}{ptxt}, over the fail threshold {th.fail_at}")
-    elif th.warn_at.exceeded(reg, base):
-        mc.grade = "warn"
-        mc.reasons.append(f"regressed by {reg:.4f}{rel_txt}{ptxt}, over the warn threshold {th.warn_at}")
+    over = "fail" if th.fail_at.exceeded(reg, base) else "warn" if th.warn_at.exceeded(reg, base) else None
+    limit = th.fail_at if over == "fail" else th.warn_at
+    if over is not None and p is None:
+        mc.grade = over
+        mc.reasons.append(f"regressed by {reg:.4f}{rel_txt}, over the {over} threshold {limit} (no paired test: "
+                          "graded on the threshold alone)")
+    elif over is not None and mc.significant:
+        mc.grade = over
+        mc.reasons.append(f"regressed by {reg:.4f}{rel_txt}{ptxt}, over the {over} threshold {limit} and significant "
+                          f"(p < {th.alpha:g})")
+    elif over is not None:
+        mc.grade = "n.s."
+        mc.reasons.append(f"regressed by {reg:.4f}{rel_txt}{ptxt}, over the {over} threshold {limit} but not "
+                          f"significant (p >= {th.alpha:g}): not graded as a regression")
     elif reg > 0 and mc.significant:
         mc.grade = "warn"
         mc.reasons.append(f"regressed by {reg:.4f}{rel_txt}, under the warn threshold {th.warn_at} "

@@ -29,7 +29,12 @@ Per metric:
 Gates: ``fail_under`` / ``fail_over`` apply to every run; with ``baseline``
 each run is compared with it (``compare``) and ``max_regression`` checked.
 Those comparisons' grades are reported, but only failed gates count as
-failures (``raise_for_failures``, CLI exit 1).
+failures (``raise_for_failures``, CLI exit 1): without a gate the grades are
+advisory.
+
+Failed cells: a sweep's cells that failed (``failed_cells``, the manifest's
+``cells`` entries whose state is ``failed``) are listed with their reason;
+they hold no result, so they are not ranked.
 """
 
 from __future__ import annotations
@@ -51,6 +56,42 @@ from .pairs import dataset_check, metric_check, paired_stats, resolve_corpus_met
 from .samples import LoadedRun, load, pair, unique_labels
 
 BINARY_CI = ("wilson", "clopper-pearson")
+
+
+@dataclass
+class FailedCell:
+    """A sweep cell that failed: no result, a one-line reason."""
+
+    name: str
+    reason: str
+    state: str = "failed"
+    attempts: int | None = None
+    #: the first run's fingerprint (a cell of several runs lists them all in the manifest)
+    fingerprint: str | None = None
+    #: the names of the runs the cell holds
+    runs: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, cell: Any) -> "FailedCell | None":
+        """From a manifest ``cells`` entry (a mapping, or a FailedCell); None unless its state is failed."""
+        if isinstance(cell, FailedCell):
+            return cell
+        if not isinstance(cell, Mapping) or str(cell.get("state", "")).lower() != "failed":
+            return None
+        fp = cell.get("fingerprint") or cell.get("run_fingerprint")
+        if fp is None and isinstance(cell.get("fingerprints"), list) and cell["fingerprints"]:
+            fp = cell["fingerprints"][0]
+        attempts = cell.get("attempts")
+        return cls(name=str(cell.get("name") or cell.get("cell") or fp or "?"),
+                   reason=" ".join(str(cell.get("reason") or "no reason recorded").split()),
+                   state="failed", attempts=attempts if isinstance(attempts, int) else None,
+                   fingerprint=str(fp) if fp else None,
+                   runs=[str(r) for r in cell.get("runs") or [] if isinstance(r, str)])
+
+
+def failed_cells_of(cells: Iterable[Any] | None) -> list[FailedCell]:
+    """The failed ones among a sweep manifest's ``cells`` (other states and shapes are skipped)."""
+    return [f for c in cells or () if (f := FailedCell.of(c)) is not None]
 
 
 @dataclass
@@ -125,6 +166,8 @@ class Leaderboard:
     baseline: RunRef | None = None
     comparisons: dict[str, Comparison] = field(default_factory=dict)
     gates: list[GateResult] = field(default_factory=list)
+    #: sweep cells that failed (no result): listed, not ranked
+    failed_cells: list[FailedCell] = field(default_factory=list)
 
     @property
     def failures(self) -> list[str]:
@@ -144,10 +187,11 @@ class Leaderboard:
 
         return jsonable(self) | {"ok": self.ok, "failures": self.failures}
 
-    def format(self) -> str:
+    def format(self, *, pairwise: bool = False, width: int = 120) -> str:
+        """Aligned text within ``width`` columns; the pairwise matrix only with ``pairwise``."""
         from .report import format_leaderboard
 
-        return format_leaderboard(self)
+        return format_leaderboard(self, pairwise=pairwise, width=width)
 
 
 # ----------------------------------------------------------------------------- intervals
@@ -343,9 +387,11 @@ def leaderboard(runs: Sequence[Any], *, metrics: Iterable[str] | None = None, co
                 alpha: float = 0.05, n_resamples: int = 10_000, seed: int = 0, pairwise: bool = True,
                 cost_axis: str = "auto", quality: Iterable[str] | None = None,
                 fail_under: Mapping[str, float] | None = None, fail_over: Mapping[str, float] | None = None,
-                baseline: Any = None, max_regression: Any = None) -> Leaderboard:
+                baseline: Any = None, max_regression: Any = None,
+                failed_cells: Iterable[Any] | None = None) -> Leaderboard:
     """Rank ``runs`` (RunResults or paths) on every metric. Pure: reads the
-    results and their per-sample tables, writes nothing."""
+    results and their per-sample tables, writes nothing. ``failed_cells``:
+    a sweep manifest's cells (the failed ones are listed)."""
     if binary_ci not in BINARY_CI:
         raise ConfigError(f"binary_ci must be one of {', '.join(BINARY_CI)}, got {binary_ci!r}")
     if n_resamples < 1:
@@ -375,7 +421,8 @@ def leaderboard(runs: Sequence[Any], *, metrics: Iterable[str] | None = None, co
               for m in names}
     lb = Leaderboard(runs=[RunRef.of(r) for r in loaded], metrics=boards, cost_axis=axis,
                      cost=[cost_row(r.label, r.result, names) for r in loaded], pareto={}, confidence=confidence,
-                     binary_ci=binary_ci, alpha=alpha, n_resamples=n_resamples, seed=seed)
+                     binary_ci=binary_ci, alpha=alpha, n_resamples=n_resamples, seed=seed,
+                     failed_cells=failed_cells_of(failed_cells))
     if axis_note:
         lb.notes.append(axis_note)
     by_label = {r.label: r for r in loaded}

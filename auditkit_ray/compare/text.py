@@ -76,3 +76,42 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "
         return (indent + "  ".join(out)).rstrip()
 
     return [line(list(headers)), indent + "  ".join("-" * w for w in widths)] + [line(r) for r in cells]
+
+
+def short_labels(labels: Sequence[str], width: int) -> tuple[dict[str, str], str | None]:
+    """Run labels that fit ``width`` columns, and a line saying how they were shortened (None: unchanged).
+
+    Sweep runs are named ``<sweep>/<key>=<value>/...``: when a label is too long they are shown as the values of
+    the keys that vary, joined by ``/`` (``gemma-9b/0.1/int8`` for ``family/pruning/quantization``); other labels
+    lose their common ``/``-separated prefix; whatever is still too long is cut in the middle.
+    """
+    labels = list(dict.fromkeys(labels))
+    if all(len(lab) <= width for lab in labels):
+        return {lab: lab for lab in labels}, None
+    parsed = {lab: dict(p.split("=", 1) for p in lab.split("/")[1:] if "=" in p) for lab in labels}
+    how = None
+    names: dict[str, str] = {}
+    if len(labels) > 1 and all(parsed.values()):
+        keys = list(dict.fromkeys(k for v in parsed.values() for k in v))
+        varying = [k for k in keys if len({v.get(k) for v in parsed.values()}) > 1]
+        names = {lab: "/".join(parsed[lab].get(k, "-") for k in varying) for lab in labels}
+        if varying and len(set(names.values())) == len(labels):
+            how = f"runs shown as {'/'.join(varying)} (the values of the sweep parameters that vary)"
+        else:
+            names = {}
+    if not names:
+        split = [lab.split("/") for lab in labels]
+        common = 0
+        while len(labels) > 1 and all(len(p) > common + 1 for p in split) and len({p[common] for p in split}) == 1:
+            common += 1
+        names = {lab: "/".join(p[common:]) for lab, p in zip(labels, split)}
+        if common:
+            how = f"runs shown without their common prefix {'/'.join(split[0][:common])}/"
+    out = {}
+    for lab, n in names.items():
+        if len(n) > width:
+            head = (width - 1) // 2
+            n = n[:head] + "…" + n[len(n) - (width - 1 - head):]
+            how = how or "long run names cut in the middle"
+        out[lab] = n
+    return out, how

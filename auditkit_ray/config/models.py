@@ -38,7 +38,21 @@ class BackendSpec:
 
 # --------------------------------------------------------------------------- data & prompt
 class DatasetSpec(Strict):
-    path: str
+    path: str | None = Field(
+        None, description="a local file or directory, or s3://bucket/key (an s3:// prefix for a Parquet directory)"
+    )
+    hub: str | None = Field(
+        None, description="a Hugging Face Hub dataset id (org/name) or a local dataset repository folder, "
+        "read with datasets.load_dataset (the 'datasets' extra); instead of path"
+    )
+    config: str | None = Field(None, description="hub: the dataset's configuration (subset)")
+    revision: str | None = Field(
+        None, description="hub: branch, tag or commit; resolved to a commit sha in the dataset fingerprint"
+    )
+    endpoint_url: str | None = Field(
+        None, description="s3:// path: S3-compatible endpoint (default: AWS_ENDPOINT_URL)"
+    )
+    region: str | None = Field(None, description="s3:// path: S3 region (default: AWS_DEFAULT_REGION)")
     format: Literal["jsonl", "json", "parquet", "csv", "hf"] | None = Field(
         None, description="inferred from the file suffix when omitted; 'hf' for a datasets.save_to_disk directory"
     )
@@ -49,6 +63,18 @@ class DatasetSpec(Strict):
     choices_field: str | None = None
     limit: int | None = Field(None, ge=1)
     name: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "DatasetSpec":
+        if self.path and self.hub:
+            raise ValueError("give either path (a file or s3:// URI) or hub (a Hub dataset id), not both")
+        if not self.path and not self.hub:
+            raise ValueError("name the dataset: path (a file or s3:// URI) or hub (a Hub dataset id)")
+        if self.path and (self.config or self.revision):
+            raise ValueError(f"{'config' if self.config else 'revision'} applies to a hub dataset only")
+        if self.hub and self.format:
+            raise ValueError("format applies to a path only (a hub dataset's format is the Hub's)")
+        return self
 
 
 class FewShotSpec(Strict):
@@ -225,6 +251,19 @@ class ExecutionSpec(Strict):
     retrieval_actors: int = Field(1, ge=1, description="CPU actors for the retriever (their own pool)")
     max_shard_retries: int = Field(3, ge=0)
     shard_timeout_s: float | None = Field(None, gt=0)
+    cell_retries: int = Field(
+        1, ge=0, description="sweeps: times a failed model cell is started again when a retry can help (an actor "
+        "or node lost, an engine that died); a configuration error or a model that cannot load is not retried")
+    load_timeout_s: float | None = Field(
+        None, gt=0, description="a model load that takes longer fails its run (in a sweep, its cell) and frees its "
+        "GPUs; for backends that load in a thread of their own (every built-in one but `vllm`)")
+    max_cell_s: float | None = Field(
+        None, gt=0, description="sweeps: wall-clock budget of one model cell; on expiry the cell fails, and the shards "
+        "it finished are kept for the next attempt")
+    cell_order: Literal["pack", "fifo"] = Field(
+        "pack", description="sweeps: `pack` starts the cells needing most GPUs first and backfills smaller ones into "
+        "free GPUs (a waiting large cell is passed over a bounded number of times); `fifo` keeps the file's order "
+        "and waits")
     plan_tasks: int | None = Field(
         None, ge=0, description="parts a JSON Lines or Parquet dataset is read, validated and sharded in, in parallel, "
         "before the run starts: the driver reads the first, a Ray task each of the others (default: one per CPU of the "

@@ -63,6 +63,21 @@ def end_run(uri: str, run_id: str, status: str = "FINISHED") -> None:
     client.set_terminated(run_id, status=status)
 
 
+def mirror_failed(uri: str, experiment: str, name: str, reason: str, fingerprint: str | None = None,
+                  parent_run_id: str | None = None, artifact_location: str | None = None) -> str:
+    """A run that failed (a sweep cell): a run marked FAILED, the reason in the tag ``auditkit.failure``, a
+    child of the sweep's run. Returns its run id."""
+    _, client = _client(uri)
+    tags = {"auditkit.failure": reason[:5000], "auditkit.kind": "run"}
+    if fingerprint:
+        tags["auditkit.fingerprint"] = fingerprint
+    if parent_run_id:
+        tags["mlflow.parentRunId"] = parent_run_id
+    run = client.create_run(_experiment_id(client, experiment, artifact_location), run_name=name, tags=tags)
+    client.set_terminated(run.info.run_id, status="FAILED")
+    return run.info.run_id
+
+
 def mirror_run(result: RunResult, uri: str, experiment: str, samples_table: Any = None,
                parent_run_id: str | None = None,
                artifact_location: str | None = None) -> str:

@@ -10,10 +10,11 @@ import json
 import logging
 import sys
 import time
-from typing import Any, Iterator
+import warnings
+from typing import Any, Callable, Iterator
 
 from ..config.models import RunSpec
-from ..errors import AuditKitError, RunError
+from ..errors import AuditKitError, InfrastructureError, RunError
 from ..store.db import ExperimentDB
 from ..store.layout import RunLayout
 from .merge import merge
@@ -94,14 +95,26 @@ class _Progress:
             self.last = now
 
 
+#: Ray's errors for a part of the cluster that was lost: a run started again can succeed
+_LOST = frozenset({"ActorDiedError", "RayActorError", "ActorUnavailableError", "NodeDiedError", "WorkerCrashedError",
+                   "ObjectLostError", "OwnerDiedError", "ObjectReconstructionFailedError", "LocalRayletDiedError"})
+
+
 def model_key(spec: RunSpec) -> str:
     """Runs with the same key can share generation actors (one model load)."""
     return spec.model.model_dump_json()
 
 
-def run_pipeline(plans: list[Plan], address: str | None, progress: bool) -> dict[str, dict[str, Any]]:
+def run_pipeline(plans: list[Plan], address: str | None, progress: bool, *, actor_restarts: int | None = None,
+                 on_shard: Callable[[Any], None] | None = None,
+                 on_start: Callable[[Any], None] | None = None) -> dict[str, dict[str, Any]]:
     """One streaming pipeline over the pending shards of runs that share a
-    model. Returns per-run generation statistics keyed by run fingerprint."""
+    model. Returns per-run generation statistics keyed by run fingerprint.
+
+    ``actor_restarts``: times Ray restarts a generation actor that died (default: Ray Data's, without end; a sweep
+    bounds it, so that a crashing engine fails its cell). ``on_shard``: called with each shard's outcome as it
+    comes. ``on_start``: called with a handle whose ``abort(exc)`` stops the pipeline (and kills its actors)
+    from another thread."""
     stats = {p.layout.run_fp: {"generated": 0, "generation_s": 0.0, "new_tokens": 0, "model_size": None, "tallies": {}}
              for p in plans}
     pending = [(p, i) for p in plans for i in p.pending]
@@ -166,16 +179,20 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool) -> dict
         # (an API backend waits on the network; its request limits hold over all of them)
         k = max((p.spec.execution.generation_shards_in_flight or p.spec.model.shards_in_flight()) for p in plans)
         in_actor = {"max_concurrent_calls_per_actor": k, "enable_true_multi_threading": True} if k > 1 else {}
-        ds = ds.map_batches(
-            GenerateStage,
-            fn_constructor_kwargs={"runs": runs},
-            batch_size=1,
-            batch_format="numpy",
-            compute=ActorPoolStrategy(size=n_gen, max_tasks_in_flight_per_actor=2 * k, **in_actor),
-            num_gpus=res["gen_gpus"] or None,
-            num_cpus=0,
-            zero_copy_batch=True,
-        )
+        restarts = {"max_restarts": actor_restarts} if actor_restarts is not None else {}
+        with warnings.catch_warnings():  # Ray 2.60 has no named parameter for max_restarts yet
+            warnings.filterwarnings("ignore", message=".*ray_remote_args.*deprecated")
+            ds = ds.map_batches(
+                GenerateStage,
+                fn_constructor_kwargs={"runs": runs},
+                batch_size=1,
+                batch_format="numpy",
+                compute=ActorPoolStrategy(size=n_gen, max_tasks_in_flight_per_actor=2 * k, **in_actor),
+                num_gpus=res["gen_gpus"] or None,
+                num_cpus=0,
+                zero_copy_batch=True,
+                **restarts,
+            )
     generation = "inline" if inline else "given" if n_need_gen else "cached"
     for k, pool in enumerate(pools):
         ds = ds.map_batches(
@@ -187,13 +204,17 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool) -> dict
             compute=ActorPoolStrategy(size=pool_actors[pool], max_tasks_in_flight_per_actor=2),
             num_cpus=res["score_cpus"],
         )
-    kill_actors_on_failure(ds)
+    handle = kill_actors_on_failure(ds)
+    if on_start is not None:
+        on_start(handle)
     bar = _Progress(name, sum(p.n_shards for p in plans), sum(len(p.done) for p in plans), progress)
     try:
         with _progress_shown(progress):
             for row in ds.iter_rows():
                 out = read_outcome(row["payload"])
                 bar.update(out.n)
+                if on_shard is not None:
+                    on_shard(out)
                 st = stats[out.run]
                 st["tallies"][out.shard] = out.tally  # the shard's rows, tallied by its scorer
                 if out.generated:
@@ -203,11 +224,17 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool) -> dict
                 if out.model_size_bytes:
                     st["model_size"] = out.model_size_bytes
     except Exception as exc:  # noqa: BLE001 - re-raised as a clear error
+        if handle.aborted is not None:
+            raise handle.aborted from None
         inner = unwrap_error(exc)
         if isinstance(inner, AuditKitError):
             raise inner from None
         first = str(inner).splitlines()[0] if str(inner) else ""
-        raise RunError(f"{name}: pipeline failed: {type(inner).__name__}: {first}") from exc
+        lost = type(inner).__name__ in _LOST or type(exc).__name__ in _LOST
+        raise (InfrastructureError if lost else RunError)(
+            f"{name}: pipeline failed: {type(inner).__name__}: {first}") from exc
+    if handle.aborted is not None:
+        raise handle.aborted
     return stats
 
 

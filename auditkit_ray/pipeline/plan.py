@@ -115,7 +115,9 @@ def check_data_root(spec: RunSpec) -> None:
     if not root:
         return
     base = Path(root).resolve()
-    named = [("dataset.path", spec.dataset.path)]
+    named = [("dataset.path", spec.dataset.path)] if spec.dataset.path else []
+    if spec.dataset.hub and Path(spec.dataset.hub).expanduser().is_dir():
+        named.append(("dataset.hub", spec.dataset.hub))
     if spec.prompt.few_shot and spec.prompt.few_shot.path:
         named.append(("prompt.few_shot.path", spec.prompt.few_shot.path))
     if spec.retrieval and spec.retrieval.corpus:
@@ -123,17 +125,42 @@ def check_data_root(spec: RunSpec) -> None:
     if spec.model.type == "precomputed":
         named.append(("model.path", spec.model.path))
     for field_name, value in named:
+        if value.startswith("s3://"):
+            continue  # object storage: the bucket policy decides what may be read
         resolved = Path(value).resolve()  # as the reader will open it (relative to the working directory)
         if resolved != base and base not in resolved.parents:
             raise ConfigError(f"{field_name} {value!r} resolves to {resolved}, outside the data root {base} "
                               f"({DATA_ROOT_ENV})")
 
 
+def pin_model(spec: RunSpec, pins: dict[tuple, str] | None = None) -> RunSpec:
+    """The spec with its model's source pinned (``sources.resolve_model``: a Hub revision to its commit, an
+    s3:// prefix to its content hash, in ``model.revision``), before any actor starts; every actor loads
+    what it names. ``pins`` is shared by the plans of one call: a sweep resolves a branch once, not per cell,
+    so its cells cannot load two commits of it."""
+    from ..sources import resolve_model, source_of
+
+    m = spec.model
+    src = source_of(m)
+    if src in (None, "local"):
+        return spec
+    key = (src, m.path, m.revision, getattr(m, "endpoint_url", None))
+    if pins is None or key not in pins:
+        rev = resolve_model(m).settings.revision
+        if pins is not None:
+            pins[key] = pins[(src, m.path, rev, getattr(m, "endpoint_url", None))] = rev
+    else:
+        rev = pins[key]
+    return spec.model_copy(update={"model": m.model_copy(update={"revision": rev})})
+
+
 def preflight(spec: RunSpec) -> None:
     """Checks that are cheap on the driver and expensive to discover in an actor."""
+    from ..sources import source_of
+
     check_data_root(spec)
     m = spec.model
-    if m.type == "hf":
+    if m.type == "hf" and source_of(m) == "local":
         p = Path(m.path)
         if not p.exists():
             raise ConfigError(f"model.path {m.path!r}: no such directory")
@@ -148,7 +175,9 @@ def _few_shot_pool(spec: RunSpec, samples: list[Sample], raws: list[dict]) -> li
     if not fs or fs.n == 0:
         return []
     if fs.path:
-        return [(f"fewshot-{i}", rec) for i, (_, rec) in enumerate(read_records(fs.path))]
+        d = spec.dataset  # an s3:// examples file is read on the dataset's endpoint
+        return [(f"fewshot-{i}", rec) for i, (_, rec) in
+                enumerate(read_records(fs.path, endpoint_url=d.endpoint_url, region=d.region))]
     return [(s.id, r) for s, r in zip(samples, raws)]
 
 
@@ -169,7 +198,7 @@ def rows_key(spec: RunSpec) -> str:
 
 @gc_paused()
 def build_plan(spec: RunSpec, store: ResultStore, *, in_tasks: bool = False, address: str | None = None,
-               shared: dict[str, Any] | None = None) -> Plan:
+               shared: dict[str, Any] | None = None, pins: dict[tuple, str] | None = None) -> Plan:
     """Read and validate the dataset, build every request, cut shards.
 
     ``in_tasks``: a large JSON Lines or Parquet dataset (``execution.plan_tasks``) is
@@ -182,6 +211,7 @@ def build_plan(spec: RunSpec, store: ResultStore, *, in_tasks: bool = False, add
     ``shared``: a dict kept over the plans of one call (a sweep, ``evaluate_many``):
     runs with the same ``rows_key`` share one reading of the dataset and
     the rows it gave (bytes, never changed), not a copy each."""
+    spec = pin_model(spec, pins)
     preflight(spec)
     size = spec.shard_size
     identity = RunIdentity.of(spec)
@@ -236,13 +266,15 @@ def build_plans(specs: list[RunSpec], *, in_tasks: bool = False, address: str | 
 
     from ..store.base import open_store
 
+    pins: dict[tuple, str] = {}
+    specs = [pin_model(s, pins) for s in specs]
     for s in specs:
         preflight(s)  # before rows_key hashes the dataset: a path outside the data root is not even read
     keys = [rows_key(s) for s in specs]
     twice = {k for k, c in Counter(keys).items() if c > 1}
     shared: dict[str, Any] = {}
     return [build_plan(s, open_store(s.store), in_tasks=in_tasks, address=address,
-                       shared=shared if k in twice else None) for s, k in zip(specs, keys)]
+                       shared=shared if k in twice else None, pins=pins) for s, k in zip(specs, keys)]
 
 
 #: a JSON Lines or Parquet dataset at least this large is planned in Ray tasks when ``execution.plan_tasks`` is
@@ -256,22 +288,24 @@ def plan_task_count(spec: RunSpec) -> int:
     Only a JSON Lines or Parquet dataset whose samples are read
     independently of each other qualifies: ``dataset.limit`` and few-shot
     examples (drawn from a pool) keep the plan on the driver."""
-    from ..data.readers import detect_format, parquet_files
+    from ..data.readers import dataset_location, detect_format, parquet_files
 
     want = spec.execution.plan_tasks
     if want is not None and want < 2:
         return 0
     d = spec.dataset
-    path = Path(d.path)
     fs = spec.prompt.few_shot
-    if d.limit or (fs and fs.n) or not path.exists():
+    if d.hub or d.limit or (fs and fs.n):
         return 0
     try:
+        path = dataset_location(d)
+        if not path.exists():
+            return 0
         kind = detect_format(path, d.format)
         if kind not in ("jsonl", "parquet") or (kind == "jsonl" and not path.is_file()):
             return 0
         files = parquet_files(path) if kind == "parquet" else [path]
-        if want is None and sum(f.stat().st_size for f in files) < PLAN_IN_TASKS_BYTES:
+        if want is None and sum(f.size() for f in files) < PLAN_IN_TASKS_BYTES:
             return 0
     except Exception:  # noqa: BLE001 - the driver's own reader reports a bad path or format
         return 0

@@ -252,13 +252,30 @@ def quick_local_start(log_to_driver: bool) -> Iterator[None]:
 
 
 # --------------------------------------------------------------------------- Ray Data
-def kill_actors_on_failure(ds: Any) -> None:
+class PipelineHandle:
+    """The executor of one pipeline, once it starts: ``abort(exc)`` shuts it down from another thread, killing
+    its actors (a sweep cell past its time budget)."""
+
+    def __init__(self) -> None:
+        self.executor: Any = None
+        self.aborted: BaseException | None = None
+
+    def abort(self, exc: BaseException) -> bool:
+        self.aborted = exc
+        if self.executor is None:
+            return False
+        self.executor.shutdown(True, exc)
+        return True
+
+
+def kill_actors_on_failure(ds: Any) -> PipelineHandle:
     """A failed pipeline kills its actors at once. Ray Data's own shutdown
     only drops its handles and leaves the actors to reference counting, and
     an actor that still owns objects lingers, idle, holding its GPU, while a
     long-lived caller (a notebook, a sweep's other cells) waits for it."""
+    handle = PipelineHandle()
     if not written_for():
-        return
+        return handle
     base = _attr("ray.data._internal.execution.execution_callback", "ExecutionCallback")
 
     class KillActorsOnFailure(base):  # type: ignore[misc, valid-type]
@@ -269,8 +286,12 @@ def kill_actors_on_failure(ds: Any) -> None:
                 return shutdown(force or exception is not None, exception, **kw)
 
             executor.shutdown = forced_on_failure
+            handle.executor = executor
+            if handle.aborted is not None:
+                forced_on_failure(True, handle.aborted)
 
     classes = _private("DataContext.custom_execution_callback_classes",
                        lambda: ds.context.custom_execution_callback_classes)
     ds.context.custom_execution_callback_classes = [c for c in classes if c.__name__ != "KillActorsOnFailure"] + [
         KillActorsOnFailure]
+    return handle

@@ -3,26 +3,64 @@ per (checkpoint, quantization) cell), and schedule cells on the cluster's
 GPUs: cells that fit run at the same time on disjoint GPUs, the rest wait;
 Ray Data releases each cell's actors when its pipeline ends.
 
-A sweep manifest in the result store records each run's state; a sweep
-started again redoes only unfinished shards.
+Failure policy: a cell that fails does not stop the others (``fail_fast``
+keeps the first failure's stop). A failed attempt whose cause a retry can help
+(an actor or node lost, an engine that died: ``errors.InfrastructureError``)
+starts again, up to ``execution.cell_retries`` times; a configuration error, a
+model that cannot load (``ModelLoadError``, ``execution.load_timeout_s``) and a
+cell past its wall budget (``execution.max_cell_s``) are not retried. Shards a
+cell finished stay in the store, so a sweep started again redoes only failed
+and unfinished cells.
+
+Scheduling (``execution.cell_order``): ``pack`` starts the waiting cell that
+needs most GPUs first and backfills smaller cells into free GPUs, passing a
+waiting cell over at most ``2 x cluster GPUs`` times before the GPUs are held
+for it; ``fifo`` keeps the file's order and waits.
+
+The sweep manifest (``sweeps/<fingerprint>/manifest.json`` in the result
+store, rewritten at every change of state) is the contract the reports render
+from::
+
+    name, fingerprint, updated_at, state ("running" | "complete" | "failed"),
+    cluster_gpus, gpu_occupancy (busy GPU-seconds / (cluster GPUs x wall), null until the end),
+    runs: [{name, fingerprint, cell, state ("pending" | "running" | "complete" | "failed"), result (URI|null),
+            reason (null unless failed)}],
+    cells: [{name, state ("queued" | "loading" | "running" | "done" | "failed"), reason (one line, null unless
+             failed), attempts, gpus, runs (run names), fingerprints (run fingerprints), shards_done,
+             shards_total, started, ended (epoch seconds|null)}]
+
+The same cell entries are ``SweepResult.cells`` (plus ``cell``, the label,
+for older readers). Events (``on_event``, ``events`` as JSON lines), each with
+``event``, ``t`` (epoch seconds) and ``sweep``: ``sweep_started`` (cells: their
+names, cluster_gpus), ``cell_started`` (cell,
+attempt, gpus, shards_total, shards_done), ``shard_done`` (cell, run, shard,
+n, shards_done, shards_total, eta_s), ``cell_done`` / ``cell_failed`` (cell,
+attempts, reason, retry: whether it starts again), ``sweep_done`` (cells, done,
+failed, gpu_occupancy, wall_s). A cell retried emits ``cell_failed`` with
+``retry: true`` and then a new ``cell_started``.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from ..config.models import RunSpec, SweepSpec
 from ..core.fingerprint import fingerprint
 from ..core.result import RunResult
-from ..errors import AuditKitError, RunError
+from ..errors import AuditKitError, InfrastructureError, RunError
 from .driver import model_key, run_pipeline, stored_or_finish
 from .plan import Plan, build_plans
-from .runtime import init_ray
+from .runtime import init_ray, warn_on_failure
+
+log = logging.getLogger(__name__)
+#: one line per change of a cell's state (``progress=True``)
+progress_log = logging.getLogger(__name__ + ".progress")
 
 
 @dataclass
@@ -33,12 +71,25 @@ class Cell:
     started: float | None = None
     ended: float | None = None
     error: str | None = None
+    name: str = ""
+    state: str = "queued"
+    attempts: int = 0
+    shards_done: int = 0
+    shards_total: int = 0
+    bypassed: int = 0
 
     @property
     def label(self) -> str:
         m = self.plans[0].spec.model
         quantization = getattr(m, "quantization", None)
         return f"{m.type}:{getattr(m, 'path', '') or ''}" + (f" q={quantization}" if quantization else "")
+
+    def entry(self) -> dict[str, Any]:
+        """The cell in the manifest, ``SweepResult.cells`` and ``--json``."""
+        return {"name": self.name, "cell": self.label, "state": self.state, "reason": self.error,
+                "attempts": self.attempts, "gpus": self.gpus, "runs": [p.spec.name for p in self.plans],
+                "fingerprints": [p.layout.run_fp for p in self.plans], "shards_done": self.shards_done,
+                "shards_total": self.shards_total, "started": self.started, "ended": self.ended}
 
 
 @dataclass
@@ -48,6 +99,17 @@ class SweepResult:
     runs: list[RunResult] = field(default_factory=list)
     cells: list[dict[str, Any]] = field(default_factory=list)
     manifest_uri: str | None = None
+    gpu_occupancy: float | None = None
+    wall_s: float = 0.0
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        """The cells that failed (name, reason, attempts, runs...)."""
+        return [c for c in self.cells if c["state"] == "failed"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
 
 
 def gpus_for(spec: RunSpec, cluster_gpus: float) -> float:
@@ -68,7 +130,18 @@ def plan_sweep(sweep: SweepSpec, source: str = "<sweep>", lines: Any = None, *, 
     cells: dict[str, Cell] = {}
     for p in plans:
         cells.setdefault(model_key(p.spec), Cell(key=model_key(p.spec), plans=[])).plans.append(p)
-    return sweep_fp, list(cells.values())
+    out = list(cells.values())
+    labels = [c.label for c in out]
+    for i, c in enumerate(out):
+        if labels.count(c.label) == 1:
+            c.name = c.label
+        elif len(c.plans) == 1:  # models told apart by settings other than their path: the run's own name
+            c.name = c.plans[0].spec.name
+        else:
+            c.name = f"{c.label} #{labels[:i].count(c.label) + 1}"
+        c.shards_total = sum(p.n_shards for p in c.plans)
+        c.shards_done = sum(len(p.done) for p in c.plans)
+    return sweep_fp, out
 
 
 def describe(name: str, sweep_fp: str, cells: list[Cell], cluster_gpus: float | None) -> str:
@@ -84,29 +157,163 @@ def describe(name: str, sweep_fp: str, cells: list[Cell], cluster_gpus: float | 
     return "\n".join(lines)
 
 
-def _write_manifest(store: Any, sweep_fp: str, name: str, cells: list[Cell], states: dict[str, str],
-                    results: dict[str, RunResult]) -> str:
-    doc = {
-        "name": name,
-        "fingerprint": sweep_fp,
-        "updated_at": time.time(),
-        "runs": [
-            {"name": p.spec.name, "fingerprint": p.layout.run_fp, "cell": c.label,
-             "state": states.get(p.layout.run_fp, "pending"),
-             "result": p.store.uri(p.layout.result) if p.layout.run_fp in results else None}
-            for c in cells for p in c.plans
-        ],
-    }
-    rel = f"sweeps/{sweep_fp}/manifest.json"
-    store.replace(rel, json.dumps(doc, indent=2).encode())
-    return store.uri(rel)
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def occupancy(cells: list[Cell], cluster_gpus: float) -> float | None:
+    """Busy GPU-seconds over the GPUs the cluster had for the sweep's wall time (cells that ran)."""
+    ran = [c for c in cells if c.started is not None and c.ended is not None]
+    if not ran or cluster_gpus <= 0:
+        return None
+    wall = max(c.ended for c in ran) - min(c.started for c in ran)  # type: ignore[type-var, operator]
+    busy = sum(c.gpus * (c.ended - c.started) for c in ran)  # type: ignore[operator]
+    return round(busy / (cluster_gpus * wall), 4) if wall > 0 else None
+
+
+class _Sweep:
+    """The state of one running sweep: its cells, results, manifest and events."""
+
+    def __init__(self, sweep: SweepSpec, sweep_fp: str, cells: list[Cell], cluster_gpus: float,
+                 on_event: Callable[[dict[str, Any]], None] | None, events: str | None, progress: bool) -> None:
+        self.sweep, self.fp, self.cells, self.cluster_gpus = sweep, sweep_fp, cells, cluster_gpus
+        self.store = cells[0].plans[0].store
+        self.lock = threading.RLock()
+        self.results: dict[str, RunResult] = {}
+        self.run_states: dict[str, str] = {}
+        self.run_reasons: dict[str, str] = {}
+        self.on_event, self.progress = on_event, progress
+        self.events = open(events, "a", encoding="utf-8") if events else None  # noqa: SIM115 - closed in close()
+        self.t0 = time.time()
+        self.shards_at_start = sum(c.shards_done for c in cells)
+        self.state = "running"
+        self.occupancy: float | None = None
+        self.manifest = self.write_manifest()
+
+    def close(self) -> None:
+        if self.events is not None:
+            self.events.close()
+            self.events = None
+
+    def eta_s(self) -> float | None:
+        total = sum(c.shards_total for c in self.cells if c.state != "failed")
+        done = sum(c.shards_done for c in self.cells if c.state != "failed")
+        new = done - self.shards_at_start
+        if new <= 0 or done >= total:
+            return None if done < total else 0.0
+        return round((time.time() - self.t0) / new * (total - done), 1)
+
+    def emit(self, event: str, **fields: Any) -> None:
+        doc = {"event": event, "t": round(time.time(), 3), "sweep": self.sweep.name, **fields}
+        with self.lock:
+            if self.events is not None:
+                self.events.write(json.dumps(doc, default=str) + "\n")
+                self.events.flush()
+            if self.on_event is not None:
+                try:
+                    self.on_event(doc)
+                except Exception as exc:  # noqa: BLE001 - a listener's bug must not fail the night
+                    log.warning("sweep event listener failed: %s: %s", type(exc).__name__, exc)
+        if self.progress and self.on_event is None and event != "shard_done":
+            progress_log.info("%s", status_line(doc))
+
+    def write_manifest(self) -> str:
+        with self.lock:
+            doc = {
+                "name": self.sweep.name, "fingerprint": self.fp, "updated_at": time.time(), "state": self.state,
+                "cluster_gpus": self.cluster_gpus, "gpu_occupancy": self.occupancy,
+                "runs": [
+                    {"name": p.spec.name, "fingerprint": p.layout.run_fp, "cell": c.name,
+                     "state": self.run_states.get(p.layout.run_fp, "pending"),
+                     "result": p.store.uri(p.layout.result) if p.layout.run_fp in self.results else None,
+                     "reason": self.run_reasons.get(p.layout.run_fp)}
+                    for c in self.cells for p in c.plans
+                ],
+                "cells": [c.entry() for c in self.cells],
+            }
+            rel = f"sweeps/{self.fp}/manifest.json"
+            self.store.replace(rel, json.dumps(doc, indent=2).encode())
+            return self.store.uri(rel)
+
+
+def status_line(event: dict[str, Any]) -> str:
+    """A plain line for one sweep event (what ``progress=True`` logs)."""
+    e, cell = event["event"], event.get("cell", "")
+    if e == "cell_started":
+        return f"[{cell}] loading (attempt {event['attempt']}, {event['gpus']:g} GPUs)"
+    if e == "shard_done":
+        eta = f", sweep ETA {event['eta_s']:.0f}s" if event.get("eta_s") else ""
+        return f"[{cell}] running {event['shards_done']} of {event['shards_total']} shards{eta}"
+    if e == "cell_done":
+        return f"[{cell}] done"
+    if e == "cell_failed":
+        return f"[{cell}] failed: {event['reason']}" + (" (retrying)" if event.get("retry") else "")
+    if e == "sweep_started":
+        return f"sweep {event['sweep']}: {len(event['cells'])} cells queued on {event['cluster_gpus']:g} GPUs"
+    if e == "sweep_done":
+        occ = f", GPU occupancy {event['gpu_occupancy']:.0%}" if event.get("gpu_occupancy") is not None else ""
+        return f"sweep {event['sweep']}: {event['done']} cells done, {event['failed']} failed{occ}"
+    return json.dumps(event)
+
+
+def _record_failure(plan: Plan, reason: str, parent: str | None) -> None:
+    """A run that failed, in the ExperimentDB (state ``failed``) and MLflow (a child run marked FAILED)."""
+    t = plan.spec.tracking
+    if t.index:
+        from ..store.db import ExperimentDB
+
+        warn_on_failure("ExperimentDB", lambda: ExperimentDB(t.db).record_failed(
+            plan.layout.run_fp, plan.spec.name, reason, config=plan.spec.model_dump(mode="json", by_alias=True),
+            store_uri=plan.store.uri()))
+    if t.mlflow_uri:
+        from ..integrations.mlflow import mirror_failed
+
+        warn_on_failure("MLflow", lambda: mirror_failed(t.mlflow_uri, t.mlflow_experiment, plan.spec.name, reason,
+                                                        fingerprint=plan.layout.run_fp, parent_run_id=parent,
+                                                        artifact_location=t.mlflow_artifact_location))
+
+
+def _retryable(exc: BaseException) -> bool:
+    return isinstance(exc, InfrastructureError)
+
+
+def _pick(queue: list[Cell], used: float, total: float, running: dict[Future, Cell], pack: bool) -> list[Cell]:
+    """The cells to start now, in order (``execution.cell_order``)."""
+    start: list[Cell] = []
+    cpu_cell_running = any(c.gpus == 0 for c in running.values())
+    n_running = len(running)
+    limit = max(1, int(2 * total))
+    head: Cell | None = None  # the first waiting GPU cell that did not fit
+    for cell in queue:
+        if cell.gpus == 0:
+            if not cpu_cell_running and not n_running and not start:
+                start.append(cell)
+                cpu_cell_running = True
+            continue
+        if used + cell.gpus <= total:
+            if head is not None:
+                if head.bypassed >= limit:
+                    break  # hold the free GPUs for the cell that waited longest
+                head.bypassed += 1
+            start.append(cell)
+            used += cell.gpus
+            n_running += 1
+        elif not pack:
+            break  # keep the order: wait for GPUs rather than jump the queue
+        elif head is None:
+            head = cell
+    return start
 
 
 def run_sweep(sweep: SweepSpec, *, address: str | None = None, progress: bool = True,
-              source: str = "<sweep>") -> SweepResult:
+              source: str = "<sweep>", fail_fast: bool = False, events: str | None = None,
+              on_event: Callable[[dict[str, Any]], None] | None = None) -> SweepResult:
+    """Run every cell of the sweep (see the module's docstring for the failure policy, the manifest and events).
+    ``fail_fast``: start no new cell after the first failure and raise it. ``progress``: log a line per change
+    of a cell's state (when no ``on_event`` listener takes them)."""
     sweep_fp, cells = plan_sweep(sweep, source, in_tasks=True, address=address)
     lead = cells[0].plans[0].spec
-    store = cells[0].plans[0].store
     ray = init_ray(address, lead.execution)
     total_gpus = float(ray.cluster_resources().get("GPU", 0))
     for c in cells:
@@ -115,11 +322,7 @@ def run_sweep(sweep: SweepSpec, *, address: str | None = None, progress: bool = 
             raise RunError(f"sweep {sweep.name!r}: cell {c.label} needs {c.gpus:g} GPUs, the cluster has "
                            f"{total_gpus:g}; "
                            "lower execution.generation_actors or model.num_gpus")
-    states: dict[str, str] = {}
-    results: dict[str, RunResult] = {}
-    lock = threading.Lock()
-    manifest = _write_manifest(store, sweep_fp, sweep.name, cells, states, results)
-
+    sw = _Sweep(sweep, sweep_fp, cells, total_gpus, on_event, events, progress)
     parent = None
     t = lead.tracking
     if t.mlflow_uri:
@@ -127,71 +330,131 @@ def run_sweep(sweep: SweepSpec, *, address: str | None = None, progress: bool = 
 
         parent = start_parent(t.mlflow_uri, t.mlflow_experiment, sweep.name, {"auditkit.sweep_fingerprint": sweep_fp},
                               artifact_location=t.mlflow_artifact_location)
+    sw.emit("sweep_started", cells=[c.name for c in cells], cluster_gpus=total_gpus)
+    try:
+        _schedule(sw, address, parent, fail_fast)
+    finally:
+        sw.occupancy = occupancy(cells, total_gpus)
+        failed = [c for c in cells if c.state == "failed"]
+        sw.state = "failed" if failed or any(c.state != "done" for c in cells) else "complete"
+        sw.write_manifest()
+        sw.emit("sweep_done", cells=len(cells), done=sum(c.state == "done" for c in cells), failed=len(failed),
+                gpu_occupancy=sw.occupancy, wall_s=round(time.time() - sw.t0, 3))
+        sw.close()
+        if parent and t.mlflow_uri:
+            from ..integrations.mlflow import end_run
 
-    def run_cell(cell: Cell) -> None:
-        cell.started = time.time()
-        t0 = time.perf_counter()
-        with lock:
-            states.update({p.layout.run_fp: "running" for p in cell.plans})
-            _write_manifest(store, sweep_fp, sweep.name, cells, states, results)
-        try:
-            stats = run_pipeline(cell.plans, address, progress)
-            wall = time.perf_counter() - t0
-            for p in cell.plans:
-                r = stored_or_finish(p, stats[p.layout.run_fp], wall, parent_run_id=parent)
-                with lock:
-                    results[p.layout.run_fp] = r
-                    states[p.layout.run_fp] = "complete"
-        except Exception as exc:
-            cell.error = str(exc)
-            with lock:
-                states.update({p.layout.run_fp: "failed" for p in cell.plans if p.layout.run_fp not in results})
-            raise
-        finally:
-            cell.ended = time.time()
-            with lock:
-                _write_manifest(store, sweep_fp, sweep.name, cells, states, results)
+            end_run(t.mlflow_uri, parent, "FAILED" if sw.state == "failed" else "FINISHED")
+    ordered = [sw.results[p.layout.run_fp] for c in cells for p in c.plans if p.layout.run_fp in sw.results]
+    out = SweepResult(name=sweep.name, fingerprint=sweep_fp, runs=ordered, manifest_uri=sw.manifest,
+                      cells=[c.entry() for c in cells], gpu_occupancy=sw.occupancy, wall_s=time.time() - sw.t0)
+    sw.store.replace(f"sweeps/{sweep_fp}/sweep.json", json.dumps({
+        "name": sweep.name, "fingerprint": sweep_fp, "cells": out.cells, "gpu_occupancy": out.gpu_occupancy,
+        "runs": [{"name": r.name, "fingerprint": r.fingerprint} for r in ordered],
+    }, indent=2).encode())
+    return out
 
-    queue = list(cells)
+
+def _run_cell(sw: _Sweep, cell: Cell, address: str | None, parent: str | None) -> None:
+    """One attempt of a cell; raises what failed it."""
+    spec = cell.plans[0].spec
+    cell.attempts += 1
+    if cell.attempts > 1:  # the shards the last attempt finished are in the store now: plan what is left
+        cell.plans = build_plans([p.spec for p in cell.plans])
+        cell.shards_done = sum(len(p.done) for p in cell.plans)
+    t0 = time.perf_counter()
+    with sw.lock:
+        cell.started, cell.ended, cell.state, cell.error = time.time(), None, "loading", None
+        sw.run_states.update({p.layout.run_fp: "running" for p in cell.plans})
+        sw.write_manifest()
+    sw.emit("cell_started", cell=cell.name, attempt=cell.attempts, gpus=cell.gpus, shards_total=cell.shards_total,
+            shards_done=cell.shards_done)
+    timer: threading.Timer | None = None
+
+    def started(handle: Any) -> None:
+        nonlocal timer
+        budget = spec.execution.max_cell_s
+        if budget:
+            left = max(0.0, budget - (time.perf_counter() - t0))
+            timer = threading.Timer(left, handle.abort, args=(RunError(
+                f"cell exceeded execution.max_cell_s={budget:g}s; its finished shards are kept"),))
+            timer.daemon = True
+            timer.start()
+
+    def shard_done(out: Any) -> None:
+        with sw.lock:
+            cell.shards_done += 1
+            if cell.state == "loading":
+                cell.state = "running"
+                sw.write_manifest()
+        run = next((p.spec.name for p in cell.plans if p.layout.run_fp == out.run), out.run)
+        sw.emit("shard_done", cell=cell.name, run=run, shard=out.shard, n=out.n, shards_done=cell.shards_done,
+                shards_total=cell.shards_total, eta_s=sw.eta_s())
+
+    restarts = spec.execution.max_shard_retries + 1 if not spec.execution.shard_timeout_s else None
+    try:
+        stats = run_pipeline(cell.plans, address, False, actor_restarts=restarts, on_shard=shard_done,
+                             on_start=started)
+    finally:
+        if timer is not None:
+            timer.cancel()
+    wall = time.perf_counter() - t0
+    for p in cell.plans:
+        r = stored_or_finish(p, stats[p.layout.run_fp], wall, parent_run_id=parent)
+        with sw.lock:
+            sw.results[p.layout.run_fp] = r
+            sw.run_states[p.layout.run_fp] = "complete"
+
+
+def _schedule(sw: _Sweep, address: str | None, parent: str | None, fail_fast: bool) -> None:
+    cells, total = sw.cells, sw.cluster_gpus
+    pack = cells[0].plans[0].spec.execution.cell_order == "pack"
+    queue = sorted(cells, key=lambda c: -c.gpus) if pack else list(cells)
     running: dict[Future, Cell] = {}
     failures: list[BaseException] = []
     with ThreadPoolExecutor(max_workers=max(1, len(cells))) as pool:
         while queue or running:
-            used = sum(c.gpus for c in running.values())
-            cpu_cell_running = any(c.gpus == 0 for c in running.values())
-            for cell in list(queue):
-                if failures:
-                    break
-                fits = cell.gpus > 0 and used + cell.gpus <= total_gpus
-                if fits or (cell.gpus == 0 and not cpu_cell_running and not running):
+            if not (fail_fast and failures):
+                used = sum(c.gpus for c in running.values())
+                for cell in _pick(queue, used, total, running, pack):
                     queue.remove(cell)
-                    running[pool.submit(run_cell, cell)] = cell
-                    used += cell.gpus
-                    cpu_cell_running = cpu_cell_running or cell.gpus == 0
-                elif cell.gpus > 0:
-                    break  # keep the order: wait for GPUs rather than jump the queue
-            if failures and not running:
+                    running[pool.submit(_run_cell, sw, cell, address, parent)] = cell
+            if not running:
                 break
             done, _ = wait(list(running), return_when=FIRST_COMPLETED)
             for f in done:
-                running.pop(f)
-                if f.exception() is not None:
-                    failures.append(f.exception())  # type: ignore[arg-type]
-    if parent and t.mlflow_uri:
-        from ..integrations.mlflow import end_run
-
-        end_run(t.mlflow_uri, parent, "FAILED" if failures else "FINISHED")
-    if failures:
+                cell = running.pop(f)
+                exc = f.exception()
+                cell.ended = time.time()
+                if exc is None:
+                    with sw.lock:
+                        cell.state = "done"
+                        sw.write_manifest()
+                    sw.emit("cell_done", cell=cell.name, attempts=cell.attempts)
+                    continue
+                reason = _one_line(exc)
+                retry = _retryable(exc) and cell.attempts <= cell.plans[0].spec.execution.cell_retries
+                if not retry and not isinstance(exc, AuditKitError):
+                    log.error("sweep %s: cell %s failed", sw.sweep.name, cell.name, exc_info=exc)
+                with sw.lock:
+                    cell.error = reason
+                    cell.state = "queued" if retry else "failed"
+                    for p in cell.plans:
+                        if p.layout.run_fp not in sw.results:
+                            sw.run_states[p.layout.run_fp] = "pending" if retry else "failed"
+                            if not retry:
+                                sw.run_reasons[p.layout.run_fp] = reason
+                    sw.write_manifest()
+                sw.emit("cell_failed", cell=cell.name, attempts=cell.attempts, reason=reason, retry=retry)
+                if retry:
+                    queue.insert(0, cell)
+                    continue
+                for p in cell.plans:
+                    if p.layout.run_fp not in sw.results:
+                        _record_failure(p, reason, parent)
+                failures.append(exc)
+    if fail_fast and failures:
         err = failures[0]
         if isinstance(err, AuditKitError):
             raise err
-        raise RunError(f"sweep {sweep.name!r}: {err}")
-    ordered = [results[p.layout.run_fp] for c in cells for p in c.plans]
-    out = SweepResult(name=sweep.name, fingerprint=sweep_fp, runs=ordered, manifest_uri=manifest,
-                      cells=[{"cell": c.label, "gpus": c.gpus, "runs": [p.spec.name for p in c.plans],
-                              "started": c.started, "ended": c.ended} for c in cells])
-    store.replace(f"sweeps/{sweep_fp}/sweep.json", json.dumps({
-        "name": sweep.name, "fingerprint": sweep_fp, "cells": out.cells,
-        "runs": [{"name": r.name, "fingerprint": r.fingerprint} for r in ordered],
-    }, indent=2).encode())
-    return out
+        raise RunError(f"sweep {sw.sweep.name!r}: {err}")

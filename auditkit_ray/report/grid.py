@@ -6,8 +6,10 @@ Parameters come from run names first: a sweep names its runs
 and the keys whose values differ between runs are the grid. Runs not named so
 fall back to their configs: the flattened config keys (``model.path``,
 ``model.quantization``, ...) whose values differ, leaving out bookkeeping
-(name, store, tracking, experiment). The first varying parameter is the x
-axis; the others split the runs into series (one line each).
+(name, store, tracking, experiment). Retention is drawn once per varying
+parameter (the grid axis) as the x axis, with one series per combination of
+the other parameters' values; an axis whose values are all numbers (a
+pruning level) is a numeric x axis.
 
 Retention of a run on a metric is ``compare.retention(reference, run)``:
 direction-aware, 1.0 = as good as the reference.
@@ -39,18 +41,27 @@ class Grid:
     def x(self) -> str:
         return self.params[0]
 
-    def x_values(self) -> list[str]:
-        seen = list(dict.fromkeys(v[self.x] for v in self.values.values() if self.x in v))
+    def x_values(self, param: str | None = None) -> list[str]:
+        """The values of ``param`` (default: the first), numeric ones in numeric order."""
+        param = param or self.x
+        seen = list(dict.fromkeys(v[param] for v in self.values.values() if param in v))
         nums = [_number(s) for s in seen]
         if all(n is not None for n in nums):
             return [s for _, s in sorted(zip(nums, seen), key=lambda t: t[0])]  # type: ignore[arg-type,return-value]
         return seen
 
-    def series(self) -> dict[str, list[str]]:
-        """Series name -> run labels (one series when only one parameter varies)."""
+    def numeric(self, param: str) -> bool:
+        vals = self.x_values(param)
+        return bool(vals) and all(_number(v) is not None for v in vals)
+
+    def series(self, param: str | None = None) -> dict[str, list[str]]:
+        """Series name -> run labels: one series per combination of the parameters other than ``param``
+        (default: the first); one series, "all runs", when only one parameter varies."""
+        param = param or self.x
+        others = [p for p in self.params if p != param]
         out: dict[str, list[str]] = {}
         for label, v in self.values.items():
-            key = ", ".join(f"{p}={v.get(p, '-')}" for p in self.params[1:]) or "all runs"
+            key = ", ".join(f"{p}={v.get(p, '-')}" for p in others) or "all runs"
             out.setdefault(key, []).append(label)
         return out
 
@@ -125,32 +136,35 @@ class RetentionCurve:
     #: series name -> [(x value, retention or None, run label)]
     series: dict[str, list[tuple[str, float | None, str]]]
     notes: list[str] = field(default_factory=list)
+    #: the x values are numbers (placed by value)
+    x_numeric: bool = False
 
 
 def retention_curves(report: Any, grid: Grid | None = None) -> list[RetentionCurve]:
-    """One curve set per metric of the report, against its reference run."""
+    """Per metric of the report and per grid axis, the retention of every run against the reference run."""
     grid = grid if grid is not None else detect_grid(report.runs)
     if grid is None:
         return []
     ref = report.reference
-    xs = grid.x_values()
     out = []
     for m in report.metrics:
         rs = ref.result.metrics.get(m)
-        curve = RetentionCurve(metric=m, reference=ref.label, x_param=grid.x, x_values=xs, series={})
-        for sname, labels in grid.series().items():
-            pts = []
-            for lab in labels:
-                run = report.run(lab)
-                s = run.result.metrics.get(m)
-                if rs is None or s is None:
-                    value, note = None, f"{lab}: {m} missing"
-                else:
-                    value, note = retention(rs.mean, s.mean, rs.direction)
-                if note:
-                    curve.notes.append(f"{lab}: {note}")
-                pts.append((grid.values[lab].get(grid.x, "-"), value, lab))
-            pts.sort(key=lambda t: xs.index(t[0]) if t[0] in xs else len(xs))
-            curve.series[sname] = pts
-        out.append(curve)
+        for param in grid.params:
+            xs = grid.x_values(param)
+            curve = RetentionCurve(metric=m, reference=ref.label, x_param=param, x_values=xs, series={},
+                                   x_numeric=grid.numeric(param))
+            for sname, labels in grid.series(param).items():
+                pts = []
+                for lab in labels:
+                    s = report.run(lab).result.metrics.get(m)
+                    if rs is None or s is None:
+                        value, note = None, f"{m} missing"
+                    else:
+                        value, note = retention(rs.mean, s.mean, rs.direction)
+                    if note:
+                        curve.notes.append(f"{lab}: {note}")
+                    pts.append((grid.values[lab].get(param, "-"), value, lab))
+                pts.sort(key=lambda t: xs.index(t[0]) if t[0] in xs else len(xs))
+                curve.series[sname] = pts
+            out.append(curve)
     return out

@@ -1,14 +1,22 @@
 """A self-contained HTML report: one file, inline CSS, inline SVG and a small
 inline script; nothing is fetched (no CDN, no fonts, no images by URL).
 
-Sections: regressions against the baseline and gates (when given), a
+The banner states what decided the result: the gates set and how they went
+(without a gate the grades are advisory), the grading rule (thresholds read
+with the paired test: a change that is not significant is ``n.s.``), and the
+failed cells of a sweep, which get a section with their reasons.
+
+Sections: failed cells, regressions against the baseline and gates (when given), a
 leaderboard sortable by any column (click a header; ``#sort=<column>[:asc|desc]``
 in the URL sorts on load), a chart per metric with its intervals, retention
 curves across the grid the runs span (``grid.detect_grid``), quality against
 cost with the Pareto front, a per-sample drill-down (the worst samples of
 each run and the samples newly wrong against the reference run, with the
 raw and the extracted answer), and each run's configuration and
-fingerprints.
+fingerprints. Per metric, the matrix of Holm-adjusted pairwise p-values is a
+heat map (a sortable table; at many runs the cells carry colour, the value on
+hover). Charts keep labels apart: the Pareto chart labels the front only,
+every point names its run on hover.
 
 Every text from the data is HTML-escaped; no data is placed inside the
 script. The script marks ``<html data-ready="true" data-charts="N">`` once it
@@ -92,6 +100,14 @@ code{font:12px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:v
 dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:6px 0}dl.kv dt{color:var(--muted)}
 dl.kv dd{margin:0}
 footer{color:var(--muted);padding:12px 32px;border-top:1px solid var(--line)}
+.status.warn{background:#fff8c5;color:var(--warn)}
+.decision{margin:6px 0 0;padding-left:18px}.decision li{margin:1px 0}
+.grade-n{color:var(--muted)}
+table.heat td.hm{text-align:center;font-size:11px;padding:2px 3px;min-width:34px;white-space:nowrap}
+table.heat.dense td.hm{min-width:16px;height:16px;padding:0}
+table.heat th.rowhead{text-align:left;font-weight:400}
+table.heat th.colhead{font-size:11px;padding:2px 3px;text-align:center}
+svg.chart .legend-label{font-size:12px}
 """
 
 JS = r"""
@@ -218,6 +234,27 @@ def _unit(report: Any, metric: str) -> bool:
 
 
 # ----------------------------------------------------------------------------- sections
+def _decision(report: Any) -> list[str]:
+    """What was decided, in words: the gates and their result, the grading rule, the failed cells."""
+    from ..compare.report import GRADING, gate_summary
+
+    lb = report.board
+    items = [f"Gates: {e(gate_summary(lb))}."]
+    if lb.gates:
+        failed = [g for g in lb.gates if not g.passed]
+        items.append("Gates set: " + e(", ".join(dict.fromkeys(g.gate for g in lb.gates)))
+                     + (f"; failed: {e('; '.join(g.reason for g in failed))}" if failed else "; all held") + ".")
+    if report.baseline is not None and lb.comparisons:
+        th = next(iter(lb.comparisons.values())).thresholds
+        items.append(f"Grades against {e(report.baseline.label)}: "
+                     + e(GRADING.format(warn_at=th.warn_at, fail_at=th.fail_at, alpha=th.alpha))
+                     + ("; they are advisory (no gate reads them)." if not lb.gates else "."))
+    if report.failed_cells:
+        items.append(f'<a href="#failed">{len(report.failed_cells)} sweep cell(s) failed</a>: they have no result '
+                     "and are not ranked.")
+    return ['<ul class="decision">'] + [f"<li>{i}</li>" for i in items] + ["</ul>"]
+
+
 def _header(report: Any) -> list[str]:
     fails = report.failures
     bits = [f"{len(report.runs)} run(s)"]
@@ -228,20 +265,106 @@ def _header(report: Any) -> list[str]:
     lb = report.board
     bits.append(f"{lb.confidence:.0%} intervals (binary: {e(lb.binary_ci)})")
     bits.append(f"pairwise paired tests Holm-adjusted at α = {lb.alpha:g}")
-    status = ("ok", "Result: ok") if not fails else ("fail", f"Result: {len(fails)} gate(s) failed")
+    if fails:
+        status = ("fail", f"Result: {len(fails)} gate(s) failed")
+    elif lb.gates:
+        status = ("ok", f"Result: ok, {len(lb.gates)} gate(s) passed")
+    else:
+        status = ("ok", "Result: ok (no gate set)")
+    pills = [f'<span class="status {status[0]}">{status[1]}</span>']
+    if report.failed_cells:
+        pills.append(f'<span class="status fail" id="failed-cells-status">{len(report.failed_cells)} cell(s) '
+                     "failed</span>")
     out = ["<header>", f"<h1>auditkit-ray report: {e(report.title)}</h1>", f'<p class="meta">{" · ".join(bits)}</p>',
            f'<p class="meta">generated {e(report.generated_at)} by auditkit-ray {e(__version__)}</p>',
-           f'<span class="status {status[0]}">{status[1]}</span>',
-           "<nav>"]
-    links = [("regressions", "Regressions")] if report.baseline is not None else []
+           " ".join(pills)]
+    out += _decision(report)
+    out.append("<nav>")
+    links = [("failed", "Failed cells")] if report.failed_cells else []
+    links += [("regressions", "Regressions")] if report.baseline is not None else []
     links += [("gates", "Gates")] if lb.gates else []
-    links += [("leaderboard", "Leaderboard"), ("charts", "Charts"), ("retention", "Retention"),
-              ("pareto", "Quality vs cost"),
-              ("samples", "Samples"), ("runs", "Runs")]
+    links += [("leaderboard", "Leaderboard"), ("pairwise", "Pairwise"), ("charts", "Charts"),
+              ("retention", "Retention"), ("pareto", "Quality vs cost"), ("samples", "Samples"), ("runs", "Runs")]
     out += [f'<a href="#{k}">{v}</a>' for k, v in links]
     out += ["</nav>", "</header>"]
     for n in report.notes:
         out.append(f'<p class="note">{e(n)}</p>')
+    return out
+
+
+def _failed(report: Any) -> list[str]:
+    cells = report.failed_cells
+    if not cells:
+        return []
+    out = [f'<section id="failed"><h2>Failed cells ({len(cells)})</h2>',
+           '<p class="note">These cells of the sweep failed: they have no result and are not ranked. Running the '
+           "sweep again redoes them.</p>",
+           '<table class="sortable" id="failed-table"><thead><tr><th data-key="cell">cell</th>'
+           '<th data-key="reason">reason</th><th class="num" data-key="attempts" data-type="num">attempts</th>'
+           '<th data-key="fingerprint">run fingerprint</th></tr></thead><tbody>']
+    for c in cells:
+        out.append(f'<tr data-cell="{e(c.name)}"><td>{e(c.name)}</td><td class="grade-fail">{e(c.reason)}</td>'
+                   f'<td class="num">{e(c.attempts if c.attempts is not None else "-")}</td>'
+                   f"<td><code>{e((c.fingerprint or '-')[:16])}</code></td></tr>")
+    out.append("</tbody></table></section>")
+    return out
+
+
+def _heat(p: float | None) -> str:
+    """Background for a Holm-adjusted p: saturated for small p, pale near 1."""
+    if p is None:
+        return "background:#f6f8fa"
+    strength = min(1.0, max(0.0, -math.log10(max(p, 1e-6)) / 4))
+    light = 97 - 52 * strength
+    return f"background:hsl(212,80%,{light:.0f}%);color:{'#fff' if light < 62 else '#1f2328'}"
+
+
+def _pairwise(report: Any) -> list[str]:
+    lb = report.board
+    out = ['<section id="pairwise"><h2>Pairwise paired tests</h2>',
+           f'<p class="note">Holm-adjusted p of the paired test between every two ranked runs (darker: smaller p; '
+           f"* significant at α = {lb.alpha:g}); the row's run is the better one where it is marked ▲, the "
+           "column's where ▼. Hover a cell for the pair.</p>"]
+    names = display_names([r.label for r in report.runs])
+    shown = 0
+    for m in report.metrics:
+        board = lb.metrics[m]
+        order = board.order()
+        if len(order) < 2 or not board.pairwise or shown >= MAX_CHARTS:
+            continue
+        shown += 1
+        cells = {(c.a, c.b): c for c in board.pairwise} | {(c.b, c.a): c for c in board.pairwise}
+        dense = len(order) > 12
+        head = "".join(f'<th class="colhead num" data-type="num" title="{e(r)}">{i + 1}</th>'
+                       for i, r in enumerate(order))
+        rows = []
+        for i, a in enumerate(order):
+            tds = []
+            for b in order:
+                if a == b:
+                    tds.append('<td class="hm" data-sort="">·</td>')
+                    continue
+                c = cells[(a, b)]
+                arrow = "" if c.better is None else ("▲" if c.better == a else "▼")
+                val = "n/a" if c.p_holm is None else tx.pval(c.p_holm)
+                tip = (f"{a} vs {b}: Holm p {val}" + (" (significant)" if c.significant else "")
+                       + (f"; better: {c.better}" if c.better else "") + (f"; {c.reason}" if c.reason else ""))
+                text = "" if dense else e(("<.001" if c.p_holm is not None and c.p_holm < 1e-3 else
+                                           f"{c.p_holm:.2f}" if c.p_holm is not None else "n/a")
+                                          + ("*" if c.significant else "") + arrow)
+                tds.append(f'<td class="hm" style="{_heat(c.p_holm)}" data-sort="{_sort_val(c.p_holm)}" '
+                           f'title="{e(tip)}">{text}</td>')
+            rows.append(f'<tr data-run="{e(a)}"><td class="num" data-sort="{i + 1}">{i + 1}</td>'
+                        f'<th class="rowhead" title="{e(a)}">{e(names.get(a, a))}</th>' + "".join(tds) + "</tr>")
+        out.append(f"<details{' open' if shown == 1 else ''}><summary>{e(m)} {board.direction.arrow} "
+                   f"({len(order)} runs)</summary>"
+                   f'<div class="scroll"><table class="heat sortable{" dense" if dense else ""}" '
+                   f'data-metric="{e(m)}"><thead><tr><th class="num" data-key="rank" data-type="num">rank</th>'
+                   f'<th data-key="run">run</th>{head}</tr></thead><tbody>' + "".join(rows)
+                   + "</tbody></table></div></details>")
+    if not shown:
+        out.append('<p class="note">Fewer than two ranked runs: no pairwise test.</p>')
+    out.append("</section>")
     return out
 
 
@@ -267,7 +390,7 @@ def _regressions(report: Any) -> list[str]:
                    f'<td class="num" data-sort="{_sort_val(mc.delta)}">{e(tx.signed(mc.delta))}</td>'
                    f'<td class="num" data-sort="{_sort_val(mc.retention)}">{e(tx.pct(mc.retention))}</td>'
                    f'<td class="num" data-sort="{_sort_val(p)}">{e(tx.pval(p))}{" *" if mc.significant else ""}</td>'
-                   f'<td class="grade-{e(mc.grade.split()[0])}">{e(mc.grade)}</td>'
+                   f'<td class="grade-{e(mc.grade.split()[0].split(".")[0])}">{e(mc.grade)}</td>'
                    f'<td>{e("; ".join(mc.reasons))}</td></tr>')
     out.append(
         f'</tbody></table><p class="legend-text">* paired test significant at α = {report.alpha:g}.</p></section>')
@@ -395,30 +518,35 @@ def _retention(report: Any) -> list[str]:
     curves = retention_curves(report, grid)
     src = "run names" if grid.source == "names" else "run configs"
     out.append(f'<p class="note">Retention = run / reference ({e(report.reference.label)}), read through each '
-               'metric\'s direction '
-               f'(1.0 = as good as the reference). x axis: {e(grid.x)} (from the {src})'
-               + (f"; one line per {e(', '.join(grid.params[1:]))}" if len(grid.params) > 1 else "") + ".</p>")
+               'metric\'s direction (1.0 = as good as the reference). One chart per metric and grid axis '
+               f'({e(", ".join(grid.params))}, from the {src}): the axis is the x axis (numeric where its values are '
+               'numbers), one line per value of the other axes.</p>')
     for n in grid.notes:
         out.append(f'<p class="note">{e(n)}</p>')
     out.append('<div class="charts">')
     for c in curves[:MAX_CHARTS]:
         svg = line_chart(f"retention of {c.metric} across {c.x_param}", c.x_values, c.series,
-                         y_label=f"{c.metric} retention",
-                         y_format=lambda v: f"{100 * v:.3g}%")
+                         y_label=f"{c.metric} retention", x_label=c.x_param, x_numeric=c.x_numeric,
+                         y_format=lambda v: f"{100 * v:.2f}%", y_percent=True)
         if svg:
-            out.append(f"<figure><figcaption>{e(c.metric)} retention vs {e(c.x_param)}</figcaption>{svg}</figure>")
+            out.append(f'<figure data-metric="{e(c.metric)}" data-axis="{e(c.x_param)}"><figcaption>{e(c.metric)} '
+                       f"retention vs {e(c.x_param)}</figcaption>{svg}</figure>")
     out.append("</div>")
-    for c in curves:
-        for n in dict.fromkeys(c.notes):
-            out.append(f'<p class="note">{e(c.metric)}: {e(n)}</p>')
+    if len(curves) > MAX_CHARTS:
+        out.append(f'<p class="note">the first {MAX_CHARTS} of {len(curves)} retention charts; pass --metric to '
+                   "choose</p>")
+    notes = list(dict.fromkeys(f"{c.metric}: {n}" for c in curves for n in c.notes))
+    for n in notes:
+        out.append(f'<p class="note">{e(n)}</p>')
     out.append("</section>")
     return out
 
 
 def _axis_format(axis: str):
+    """Tick format for a cost axis (None: ticks get as many decimals as it takes to differ)."""
     if axis == "model_size_bytes":
         return lambda v: tx.size(v)
-    return lambda v: f"{v:.3g}"
+    return None
 
 
 def _pareto(report: Any) -> list[str]:
@@ -626,8 +754,8 @@ def format_html(report: Any, *, max_samples: int = 10) -> str:
              f"<title>auditkit-ray report: {e(report.title)}</title>", f"<style>{CSS}</style>", "</head>", "<body>"]
     parts += _header(report)
     parts.append("<main>")
-    for section in (_regressions(report), _gates(report), _leaderboard(report), _charts(report), _retention(report),
-                    _pareto(report),
+    for section in (_failed(report), _regressions(report), _gates(report), _leaderboard(report), _pairwise(report),
+                    _charts(report), _retention(report), _pareto(report),
                     _samples(report, max_samples), _runs(report)):
         parts += section
     parts.append("</main>")

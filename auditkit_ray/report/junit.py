@@ -18,6 +18,9 @@ Valid against the JUnit schema those systems use (Jenkins xUnit's
   out (listed in the suite's properties). Gates, if any, get a suite of
   their own.
 
+A sweep's failed cells (no result) get a suite ``failed cells`` of their
+own in both modes: one case per cell, an ``<error>`` with the reason.
+
 Characters XML 1.0 forbids (control characters from model output) are
 replaced with U+FFFD; everything else is escaped by the XML writer.
 """
@@ -192,9 +195,19 @@ def format_junit(report: Any, *, per: str = "metric") -> str:
                     _el(case, "failure", g.reason, message=g.reason, type="gate")
                 _el(case, "system-out", g.reason)
             _count(suite)
-        if not cases and not lb.gates:
+        if not cases and not lb.gates and not report.failed_cells:
             raise ConfigError(
                 "--junit-per sample: no metric is binary (0/1 per sample) in these runs; use --junit-per metric")
+    if report.failed_cells:
+        suite = _suite(root, "failed cells", {}, ts)
+        for c in report.failed_cells:
+            case = _el(suite, "testcase", name=c.name, classname="auditkit.sweep", time="0.000")
+            tries = f" after {c.attempts} attempt(s)" if c.attempts else ""
+            _el(case, "error", f"{c.name}: {c.reason}{tries}", message=c.reason, type="cell failed")
+            _el(case, "system-out", "\n".join(x for x in (f"cell {c.name} failed{tries}: {c.reason}",
+                                                          f"run fingerprint {c.fingerprint}" if c.fingerprint else "")
+                                              if x))
+        _count(suite)
     suites = root.findall("testsuite")
     for attr in ("tests", "failures", "errors"):
         root.set(attr, str(sum(int(s.get(attr, "0")) for s in suites)))

@@ -8,7 +8,8 @@ Paths (``expand_inputs``):
 - a sweep directory ``<store>/sweeps/<fp>``: its ``sweep.json`` (a finished
   sweep) or else its ``manifest.json`` lists the runs' fingerprints, read from
   ``<store>/runs/<fp>/result.json``; runs without a result yet are left out
-  with a note;
+  with a note; the failed cells the manifest records (its ``cells`` entries
+  whose state is ``failed``, each with a reason) are listed by every format;
 - a result store root holding exactly one sweep under ``sweeps/``.
 
 pyarrow (per-sample rows) and the statistics load inside the functions.
@@ -47,6 +48,8 @@ class Inputs:
     runs: list[LoadedRun]
     sweeps: list[SweepRef] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: the sweeps' manifest ``cells`` entries (compare.failed_cells_of keeps the failed ones)
+    cells: list[Any] = field(default_factory=list)
 
 
 def _read_json(p: Path) -> Any:
@@ -71,6 +74,11 @@ def _expand_sweep(d: Path, out: Inputs) -> None:
     store = d.parent.parent
     name = str(doc.get("name") or d.name)
     out.sweeps.append(SweepRef(name=name, fingerprint=str(doc.get("fingerprint") or d.name), path=str(d)))
+    # the manifest is rewritten as cells end, so it holds the latest state of each (sweep.json may be older)
+    manifest = _read_json(d / "manifest.json") if (d / "manifest.json").is_file() else doc
+    cells = manifest.get("cells") if isinstance(manifest, dict) else None
+    if isinstance(cells, list):
+        out.cells += [c for c in cells if isinstance(c, dict)]
     found = 0
     for entry in doc["runs"]:
         fp = entry.get("fingerprint") if isinstance(entry, dict) else None
@@ -85,7 +93,10 @@ def _expand_sweep(d: Path, out: Inputs) -> None:
         out.runs.append(load(rj))
         found += 1
     if not found:
-        raise ConfigError(f"{d}: sweep {name!r} has no finished run (no runs/<fp>/result.json under {store})")
+        failed = [c for c in out.cells if str(c.get("state", "")).lower() == "failed"]
+        why = ("; every cell failed: " + "; ".join(f"{c.get('name')}: {c.get('reason')}" for c in failed)
+               if failed else "")
+        raise ConfigError(f"{d}: sweep {name!r} has no finished run (no runs/<fp>/result.json under {store}){why}")
 
 
 def expand_inputs(paths: Iterable[str | os.PathLike]) -> Inputs:
@@ -228,6 +239,11 @@ class Report:
         return self.board.failures
 
     @property
+    def failed_cells(self) -> list[Any]:
+        """The sweeps' failed cells (compare.FailedCell: name, reason, attempts, fingerprint)."""
+        return self.board.failed_cells
+
+    @property
     def ok(self) -> bool:
         return not self.failures
 
@@ -281,12 +297,13 @@ class Report:
 
     def regressions(self) -> list[tuple[str, Any]]:
         """(run label, MetricComparison) against the baseline, worst first:
-        failed grades, then warnings, then metrics that cannot be compared
+        failed grades, then warnings, then regressions over a threshold that
+        are not significant (n.s.), then metrics that cannot be compared
         although both runs have them, then regressions within the thresholds;
         runs other than the baseline only."""
         if self.baseline is None:
             return []
-        order = {"fail": 0, "warn": 1, "not comparable": 2, "pass": 3}
+        order = {"fail": 0, "warn": 1, "n.s.": 2, "not comparable": 3, "pass": 4}
         out = []
         for label, cmp in self.board.comparisons.items():
             if label == self.baseline.label:
@@ -316,11 +333,12 @@ def build_report(inputs: Inputs | Iterable[Any], *, metrics: Iterable[str] | Non
                  fail_under: Mapping[str, float] | None = None, fail_over: Mapping[str, float] | None = None,
                  max_regression: Any = None, title: str | None = None, confidence: float = 0.95, alpha: float = 0.05,
                  n_resamples: int = 10_000, seed: int = 0, cost_axis: str = "auto",
-                 binary_ci: str = "wilson") -> Report:
+                 binary_ci: str = "wilson", failed_cells: Iterable[Any] | None = None) -> Report:
     """Load the runs (paths, RunResults or an ``Inputs``), rank them and
     check the gates. ``baseline`` is a path, or the label, name, run id or
     fingerprint prefix of one of the runs; a baseline not among the runs is
-    added first."""
+    added first. ``failed_cells``: sweep manifest cells (the failed ones are
+    listed) besides those of the sweep directories given."""
     from ..compare import leaderboard
 
     if not isinstance(inputs, Inputs):
@@ -353,7 +371,8 @@ def build_report(inputs: Inputs | Iterable[Any], *, metrics: Iterable[str] | Non
                         alpha=alpha,
                         n_resamples=n_resamples, seed=seed, cost_axis=cost_axis, fail_under=fail_under,
                         fail_over=fail_over,
-                        baseline=base, max_regression=max_regression)
+                        baseline=base, max_regression=max_regression,
+                        failed_cells=list(inputs.cells) + list(failed_cells or ()))
     if title is None:
         if len(inputs.sweeps) == 1:
             title = inputs.sweeps[0].name

@@ -13,6 +13,7 @@ import re
 from typing import Any, Sequence
 
 from ..compare import text as tx
+from ..compare.report import gate_summary
 
 _SPECIAL = re.compile(r"([\\`*_\[\]<>|#!~&{}])")
 
@@ -85,7 +86,7 @@ def format_markdown(report: Any, *, max_samples: int = 10) -> str:
                 p = mc.paired
                 pv = tx.pval(p.p_value) if p is not None and p.p_value is not None else "–"
                 sig = " \\*" if mc.significant else ""
-                grade = {"fail": "❌ fail", "warn": "⚠️ warn", "pass": "pass",
+                grade = {"fail": "❌ fail", "warn": "⚠️ warn", "pass": "pass", "n.s.": "n.s.",
                          "not comparable": "not comparable"}.get(mc.grade, mc.grade)
                 rows.append([esc(label), esc(mc.name), mc.direction.arrow, tx.num(mc.baseline_mean),
                              tx.num(mc.candidate_mean),
@@ -209,10 +210,17 @@ def format_markdown(report: Any, *, max_samples: int = 10) -> str:
     lines += table(["run", "fingerprint", "dataset", "model", "samples", "errors", "version"], rows)
     lines.append("</details>")
     lines.append("")
+    if report.failed_cells:
+        lines.append(f"### Failed cells ({len(report.failed_cells)}: no result, not ranked)")
+        lines.append("")
+        lines += table(["cell", "reason", "attempts", "run fingerprint"],
+                       [[esc(c.name), esc(c.reason), str(c.attempts or "-"), f"`{(c.fingerprint or '-')[:16]}`"]
+                        for c in report.failed_cells])
+        lines.append("")
     fails = report.failures
     lines.append(
-        f"**Result: {'ok' if not fails else f'{len(fails)} gate(s) failed'}** · generated {esc(report.generated_at)} "
-        "by auditkit-ray")
+        f"**Result: {'ok' if not fails else f'{len(fails)} gate(s) failed'}** ({esc(gate_summary(report.board))}) · "
+        f"generated {esc(report.generated_at)} by auditkit-ray")
     return "\n".join(lines) + "\n"
 
 

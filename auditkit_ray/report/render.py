@@ -14,7 +14,7 @@ FORMATS = ("text", "md", "junit", "html", "json", "badge")
 
 def report_dict(report: Any) -> dict[str, Any]:
     """The whole report as plain JSON (the leaderboard as ``Leaderboard.to_dict()``)."""
-    from ..compare.report import jsonable
+    from ..compare.report import gate_summary, jsonable
     from .grid import retention_curves
 
     return {
@@ -36,6 +36,8 @@ def report_dict(report: Any) -> dict[str, Any]:
         "regressions": [{"run": label, **jsonable(mc)} for label, mc in report.regressions()],
         "retention": [jsonable(c) for c in retention_curves(report)],
         "leaderboard": report.board.to_dict(),
+        "failed_cells": [jsonable(c) for c in report.failed_cells],
+        "decision": gate_summary(report.board),
         "ok": report.ok,
         "failures": report.failures,
     }
@@ -79,5 +81,14 @@ def render(report: Any, fmt: str, *, junit_per: str = "metric", metric: str | No
                 lines.append(f"  {lab}: {mc.name} {mc.direction.arrow} {mc.grade}: " + "; ".join(mc.reasons))
         for g in report.board.gates:
             lines.append(f"{'ok  ' if g.passed else 'FAIL'}  {g.reason}")
+        if report.failed_cells:
+            lines.append(f"failed cells: {len(report.failed_cells)} (no result; not ranked)")
+            for c in report.failed_cells:
+                tries = f" after {c.attempts} attempt(s)" if c.attempts else ""
+                lines.append(f"  FAILED {c.name}{tries}: {c.reason}")
+        from ..compare.report import gate_summary
+
+        lines.append(f"result: {'ok' if report.ok else f'{len(report.failures)} gate(s) failed'} "
+                     f"({gate_summary(report.board)})")
         return "\n".join(lines) + "\n"
     raise ConfigError(f"unknown report format {fmt!r}: use one of {', '.join(FORMATS)}")

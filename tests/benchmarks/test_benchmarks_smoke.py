@@ -62,6 +62,8 @@ EXPECTED = {
                 "compare.pandas.total", "compare.ratio.total.auditkit_vs_pandas", "compare.rankings_match_pandas"],
     "api": ["api.ray_start", "api.client.rps", "api.auditkit.rps", "api.auditkit.window.rps",
             "api.ratio.auditkit_vs_client", "goal.ge_0.8x_client"],
+    "sweep_schedule": ["schedule.fifo.makespan", "schedule.pack.makespan", "schedule.pack.ratio",
+                       "schedule.pack.gpu_occupancy", "schedule.ratio.fifo_vs_pack", "goal.pack_le_1.15x_lower_bound"],
     "store_reads": ["store_reads.latency0ms.merge.prefetch1", "store_reads.latency20ms.merge.prefetch8",
                     "store_reads.latency20ms.ratio", "store_reads.summaries_match"],
 }

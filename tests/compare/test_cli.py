@@ -138,3 +138,18 @@ def test_leaderboard_command_text_json_and_gates(pair, tmp_path, capsys):
     assert "cand: acc regressed by 25.00%" in capsys.readouterr().err
     assert main(["leaderboard", str(a), "--max-regression", "5%"]) == 2
     assert main(["leaderboard", str(tmp_path / "missing.json")]) == 2
+
+
+def test_leaderboard_prints_the_pairwise_matrix_only_with_pairwise(pair, capsys):
+    a, b = pair
+    assert main(["leaderboard", str(a), str(b), "--resamples", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "pairwise (paired tests" not in out and "the matrix with --pairwise or in --json" in out
+    assert "vs best: Holm p" in out and all(len(line) <= 120 for line in out.splitlines())
+    assert main(["leaderboard", str(a), str(b), "--resamples", "100", "--pairwise"]) == 0
+    out = capsys.readouterr().out
+    assert "pairwise (paired tests, Holm-adjusted p; * significant):" in out
+    assert main(["leaderboard", str(a), str(b), "--resamples", "100", "--baseline", str(a)]) == 0
+    out = capsys.readouterr().out
+    assert "vs baseline" in out and "grades against baseline base:" in out
+    assert out.rstrip().splitlines()[-1].startswith("result: ok (no gate set")

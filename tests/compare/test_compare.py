@@ -167,7 +167,8 @@ def test_mcnemar_p_value_flows_into_the_comparison(tmp_path, make_run):
     m = compare(a, b, n_resamples=50).metrics["em"]
     assert m.paired.p_value == pytest.approx(0.0923, abs=5e-5) and m.significant is False
     assert len(m.paired.diff.newly_wrong) == 10 and len(m.paired.diff.newly_right) == 3
-    assert m.grade == "fail"  # 30 of 30+... regressed by 0.175, far over 5%
+    # regressed by 0.175, far over 5%, but McNemar p = 0.09 is not significant: n.s., not a failure
+    assert m.grade == "n.s." and "not significant" in m.reasons[0]
     text = compare(a, b, n_resamples=50).format()
     assert "10 newly wrong, 3 newly right, 20 still right, 7 still wrong" in text
 
@@ -298,3 +299,23 @@ def test_importing_the_compare_package_loads_no_numpy_scipy_or_pyarrow():
             "print(','.join(m for m in ('numpy', 'scipy', 'pyarrow', 'ray', 'pandas') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_a_regression_is_graded_by_its_size_and_its_paired_test(tmp_path, make_run):
+    """#37: a change that is not significant is not graded like one that is."""
+    base = {f"s{i:02d}": 1.0 for i in range(60)}
+    big = {k: (0.0 if i < 30 else 1.0) for i, k in enumerate(base)}  # 30 newly wrong: significant
+    small = {k: (0.0 if i < 3 else 1.0) for i, k in enumerate(base)}  # 3 newly wrong: 5% worse, p = 0.25
+    a = make_run(tmp_path, "a", {"em": {"values": base}})
+    sig = compare(a, make_run(tmp_path, "big", {"em": {"values": big}}), n_resamples=50).metrics["em"]
+    assert sig.significant and sig.grade == "fail" and "significant (p < 0.05)" in sig.reasons[0]
+    ns = compare(a, make_run(tmp_path, "small", {"em": {"values": small}}), n_resamples=50, fail_at="10%")
+    m = ns.metrics["em"]
+    assert m.significant is False and m.grade == "n.s." and "over the warn threshold 1%" in m.reasons[0]
+    assert ns.ok and "n.s." in ns.format()  # n.s. is reported, never a failure
+    # without a per-sample table there is no paired test: the threshold alone decides, and the reason says so
+    bare = make_run(tmp_path / "bare", "small", {"em": {"values": small}}, samples=False)
+    m = compare(make_run(tmp_path / "bare", "a", {"em": {"values": base}}, samples=False), bare,
+                fail_at="10%").metrics["em"]
+    assert m.paired is None and m.grade == "warn" and "graded on the threshold alone" in m.reasons[0]
+    assert "each only when the paired test is significant" in ns.format()

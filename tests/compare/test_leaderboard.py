@@ -55,7 +55,7 @@ def test_overlapping_intervals_are_declared_a_tie(tmp_path, make_run):
     assert board.tie and board.winners == ["a", "b"]
     entries = {e.run: e for e in board.entries}
     assert entries["b"].tied_with_best and not entries["c"].tied_with_best
-    assert "tie: a, b (intervals overlap)" in leaderboard([a, b, c], n_resamples=200).format()
+    assert "tie: a, b (intervals overlap: marked *)" in leaderboard([a, b, c], n_resamples=200).format()
 
 
 def test_pairwise_matrix_is_holm_adjusted_and_direction_aware(tmp_path, make_run):

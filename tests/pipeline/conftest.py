@@ -37,6 +37,17 @@ def library_warnings_on_stderr():
         logger.removeHandler(handler)
 
 
+def _session_caches(tmp_path_factory) -> dict[str, Path]:
+    base = tmp_path_factory.getbasetemp()
+    return {"hub": base / "hf-hub-cache", "models": base / "model-cache"}
+
+
+@pytest.fixture(scope="session")
+def session_caches(tmp_path_factory) -> dict[str, Path]:
+    """The session's Hugging Face cache and model cache directories (what the session cluster's workers read)."""
+    return _session_caches(tmp_path_factory)
+
+
 @pytest.fixture(scope="session")
 def ray_cluster(tmp_path_factory):
     """One real local Ray for the pipeline tests: 2 CPUs and 4 logical GPUs."""
@@ -50,9 +61,13 @@ def ray_cluster(tmp_path_factory):
     agents = Path(__file__).resolve().parents[2] / "examples" / "agents"
     repo = Path(__file__).resolve().parents[2]
     sys.path[:0] = [str(support), str(agents), str(repo)]
+    # a Hugging Face cache and a model cache of the session's own (hub_cache, the s3:// checkpoint tests)
+    caches = {"HF_HUB_CACHE": str(_session_caches(tmp_path_factory)["hub"]),
+              "AUDITKIT_RAY_MODEL_CACHE": str(_session_caches(tmp_path_factory)["models"])}
     ray.init(address="local", num_cpus=2, num_gpus=4, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(support), str(agents), str(repo),
-                                                                      os.environ.get("PYTHONPATH", "")])}})
+                                                                      os.environ.get("PYTHONPATH", "")]),
+                                       **caches}})
     yield ray
     ray.shutdown()
 

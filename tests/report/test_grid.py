@@ -16,7 +16,8 @@ def test_the_grid_is_read_from_sweep_run_names(sweep_dir):
 
 def test_retention_is_against_the_reference_and_reads_direction(sweep_dir, sweep_runs, report_of):
     report = report_of(sweep_dir)
-    curves = {c.metric: c for c in retention_curves(report)}
+    # one curve set per grid axis: the checkpoint axis here, one series per quantization
+    curves = {c.metric: c for c in retention_curves(report) if c.x_param == "path"}
     assert curves["exact_match"].reference == "tiny/path=tiny-model/quantization=None"
     none = dict((x, v) for x, v, _ in curves["exact_match"].series["quantization=None"])
     assert none["tiny-model"] == 1.0 and none["tiny-model-p50"] == pytest.approx(0.60 / 0.90)
@@ -29,7 +30,7 @@ def test_retention_is_against_the_reference_and_reads_direction(sweep_dir, sweep
     report = report_of(sweep_dir, baseline=str(sweep_runs[3]))
     q = dict(
         (x, v)
-        for x, v, _ in {c.metric: c for c in retention_curves(report)}["exact_match"].series[
+        for x, v, _ in {c.metric: c for c in retention_curves(report) if c.x_param == "path"}["exact_match"].series[
             "quantization=int8-dynamic"
         ]
     )

@@ -67,8 +67,9 @@ def test_every_section_is_there(grid_html, sweep_runs, kit):
     doc = parse(html)
     assert len(doc.rows) == len(kit.GRID)
     assert doc.rows[0] == "tiny/path=tiny-model/quantization=None"
-    # retention: x axis = the grid's varying checkpoint, one line per quantization
-    assert "x axis: path (from the run names); one line per quantization" in html
+    # retention: a chart per metric and grid axis, one line per value of the other axes
+    assert "One chart per metric and grid axis (path, quantization, from the run names)" in html
+    assert 'data-metric="exact_match" data-axis="path"' in html and 'data-axis="quantization"' in html
     for ckpt in ("tiny-model", "tiny-model-p25", "tiny-model-p50"):
         assert f">{ckpt}</text>" in html
     assert "quantization=int8-dynamic</text>" in html

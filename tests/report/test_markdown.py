@@ -60,7 +60,7 @@ def test_with_a_baseline_regressions_come_first_worst_first(sweep_dir, sweep_run
     regs = tables(md)[0]
     assert regs["head"][:2] == ["run", "metric"]
     grades = [r[8] for r in regs["rows"]]
-    order = {"❌ fail": 0, "⚠️ warn": 1, "not comparable": 2, "pass": 3}
+    order = {"❌ fail": 0, "⚠️ warn": 1, "n.s.": 2, "not comparable": 3, "pass": 4}
     assert grades == sorted(grades, key=order.__getitem__) and grades[0] == "❌ fail"
     first = regs["rows"][0]
     assert first[0] == "tiny/path=tiny-model-p50/quantization=int8-dynamic" and first[1] in ("exact_match", "token_f1")
