@@ -165,7 +165,7 @@ def _texts(result: dict) -> list[tuple]:
 
 
 def test_s3_checkpoint_on_two_nodes_equals_the_local_run_and_each_node_downloads_once(
-        two_nodes, s3_server, s3_bucket, make_spec, tiny_model, tmp_path):
+        two_nodes, s3_server, s3_bucket, make_spec, arith, tiny_model, tmp_path):
     uri = upload(s3_server, s3_bucket, "tiny", tiny_model)
     cid = s3model.resolve(uri, s3_server["url"])
     a, b = two_nodes["caches"]
@@ -179,8 +179,13 @@ def test_s3_checkpoint_on_two_nodes_equals_the_local_run_and_each_node_downloads
                 execution={"shard_size": 4, "generation_actors": 2, "scoring_actors": 1})
     local = _cli_run(two_nodes, _run_file(tmp_path, "local", make_spec("s-local", model={**hf, "path": str(tiny_model)},
                                                                        **over)))
-    remote = _cli_run(two_nodes, _run_file(tmp_path, "s3", make_spec("s-s3", model={**hf, "path": uri}, **over)))
-    assert _texts(remote) == _texts(local) and len(_texts(remote)) == 16
+    _client(s3_server).upload_file(str(arith), s3_bucket, "data/arith.jsonl")  # the local run's dataset
+    remote_over = {**over, "dataset": {**over["dataset"], "path": f"s3://{s3_bucket}/data/arith.jsonl",
+                                       "endpoint_url": s3_server["url"]}}
+    remote = _cli_run(two_nodes, _run_file(tmp_path, "s3", make_spec("s-s3", model={**hf, "path": uri},
+                                                                     **remote_over)))
+    assert _texts(remote) == _texts(local) and len(_texts(remote)) == 16  # model and data both from S3
+    assert remote["dataset_fingerprint"] == local["dataset_fingerprint"]
     assert remote["backend"]["checkpoint_hash"] == cid and "path" not in remote["backend"]["settings"]
 
     for cache in (a, b):
