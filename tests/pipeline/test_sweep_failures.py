@@ -6,7 +6,9 @@ the hang and the crash."""
 import json
 import shutil
 import time
+import xml.etree.ElementTree as ET
 from collections import Counter
+from html import escape
 
 import pytest
 
@@ -112,6 +114,17 @@ def test_failing_cells_fail_alone_and_a_rerun_redoes_only_them(tmp_path, tiny_mo
     for name in ("ckpt", "hang", "crash"):
         row = db.get(manifest_fp(manifest, name))
         assert row["status"] == "failed"
+    # the HTML and JUnit reports of the sweep name each failed cell with its reason
+    report = api.build_report([store / "sweeps" / doc["fingerprint"]])
+    html = api.render_report(report, "html")
+    junit = ET.fromstring(api.render_report(report, "junit"))
+    errors = {case.get("name"): case.find("error").get("message")
+              for case in junit.iter("testcase") if case.find("error") is not None}
+    for c in doc["failed"]:
+        reason = " ".join(c["reason"].split())
+        assert f'<tr data-cell="{escape(c["cell"])}">' in html and escape(reason) in html
+        assert errors[c["cell"]] == reason
+    assert len(errors) == 3 and int(junit.get("errors")) >= 3
     # no logical GPU stays held (the hung load's actor was killed)
     assert _wait_gpus_free(ray_cluster) == 4
 
