@@ -217,7 +217,9 @@ def test_bad_hub_sources_exit_2_with_one_line(case, expect, tmp_path, hub_standi
         env["HF_HUB_OFFLINE"] = "1"
     else:
         dataset["revision"] = "v9-missing"
-        env.update(HF_HUB_OFFLINE="0", HF_ENDPOINT=hub_standin)
+        # a loaded CI machine can answer slower than the Hub client's default 10 s wait
+        env.update(HF_HUB_OFFLINE="0", HF_ENDPOINT=hub_standin, HF_HUB_ETAG_TIMEOUT="120",
+                   HF_HUB_DOWNLOAD_TIMEOUT="120")
     cfg = tmp_path / "run.yaml"
     cfg.write_text(yaml.safe_dump({"model": SIM, "dataset": dataset, "store": {"path": str(tmp_path / "s")},
                                    "tracking": {"index": False}}))
