@@ -51,7 +51,8 @@ def _failure(spec: Any, exc: Exception) -> DataError:
         return DataError(f"dataset.revision {spec.revision!r}: no such revision of Hub dataset {hub!r}")
     if isinstance(exc, ConnectionError) or "OfflineModeIsEnabled" in text or "Couldn't reach" in text:
         offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
-        why = "HF_HUB_OFFLINE is set" if offline else "the Hub cannot be reached"
+        # the cause (refused, timed out, a proxy) is what a user on a cluster needs to act on
+        why = "HF_HUB_OFFLINE is set" if offline else f"the Hub cannot be reached ({name}: {text[:200]})"
         return DataError(f"dataset.hub {hub!r}: not in the local datasets cache and {why}; pre-fill the cache on a "
                          "machine with network (docs/models-and-data.md) or name a local copy")
     if name == "DatasetNotFoundError" and "gated" in text:

@@ -182,28 +182,14 @@ def test_bad_s3_sources_exit_2_with_one_line(case, expect, tmp_path, s3_server, 
 
 @pytest.fixture(scope="module")
 def hub_standin():
-    """A stand-in for the Hub's HTTP API (no Hub is reachable here): every file request of a revision
-    answers 404 RevisionNotFound, as huggingface.co does for a revision that does not exist."""
-    import http.server
-    import threading
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_HEAD(self):
-            self.send_response(404)
-            self.send_header("X-Error-Code", "RevisionNotFound")
-            self.send_header("X-Error-Message", "Invalid rev id")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        do_GET = do_HEAD
-
-        def log_message(self, *args):
-            pass
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{srv.server_port}"
-    srv.shutdown()
+    """The Hub stand-in (tests/support/hub_standin.py) in a process of its own."""
+    proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "support" / "hub_standin.py")],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        yield f"http://127.0.0.1:{int(proc.stdout.readline())}"
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 @pytest.mark.parametrize("case, expect", [
@@ -219,7 +205,10 @@ def test_bad_hub_sources_exit_2_with_one_line(case, expect, tmp_path, hub_standi
         dataset["revision"] = "v9-missing"
         # a loaded CI machine can answer slower than the Hub client's default 10 s wait
         env.update(HF_HUB_OFFLINE="0", HF_ENDPOINT=hub_standin, HF_HUB_ETAG_TIMEOUT="120",
-                   HF_HUB_DOWNLOAD_TIMEOUT="120")
+                   HF_HUB_DOWNLOAD_TIMEOUT="120", NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
+        for var in ("HF_DATASETS_OFFLINE", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
+                    "all_proxy"):
+            env.pop(var, None)  # the stand-in is on loopback: a proxy of the machine's must not stand between
     cfg = tmp_path / "run.yaml"
     cfg.write_text(yaml.safe_dump({"model": SIM, "dataset": dataset, "store": {"path": str(tmp_path / "s")},
                                    "tracking": {"index": False}}))
