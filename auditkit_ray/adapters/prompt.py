@@ -26,6 +26,11 @@ def _lookup(record: dict, dotted: str) -> Any:
     return cur
 
 
+def placeholders(template: str) -> set[str]:
+    """The top-level field names a template's ``{{ field }}`` placeholders use."""
+    return {m.group(1).split(".")[0] for m in _PLACEHOLDER.finditer(template)}
+
+
 def render(template: str, record: dict, sample_id: str = "?") -> str:
     def sub(m: re.Match) -> str:
         try:
@@ -50,7 +55,9 @@ class PromptAdapter:
 
     def _record(self, sample: Any, raw: dict) -> dict:
         rec = dict(raw)
-        rec.setdefault("input", sample.input if isinstance(sample.input, str) else "")
+        if self.dataset.input_field in raw or isinstance(sample.input, list) or sample.input:
+            # a sample without its input field has no '{{ input }}': its prompt must not silently be empty
+            rec.setdefault("input", sample.input if isinstance(sample.input, str) else "")
         rec.setdefault(
             "target", sample.target if isinstance(sample.target, str) else (sample.targets[0] if sample.targets else "")
         )
@@ -65,6 +72,9 @@ class PromptAdapter:
                     f"sample {sample_id!r}: no input field {self.dataset.input_field!r} and no prompt template"
                 )
             return value if isinstance(value, str) else str(value)
+        if "input" not in rec and "input" in placeholders(self.spec.template):
+            raise DataError(f"sample {sample_id!r}: no input field {self.dataset.input_field!r}, which the prompt "
+                            "template's '{{ input }}' stands for (set dataset.input_field or fix the sample)")
         return render(self.spec.template, rec, sample_id)
 
     def _shots(self, sample_id: str) -> list[tuple[str, str]]:

@@ -26,7 +26,10 @@ def check_rag_template(spec: RunSpec, sample: Sample, raw: dict) -> None:
         raise DataError(f"sample {sample.id!r}: no query field {qf!r} for retrieval")
     if r.retriever == "precomputed" and not sample.retrieved_contexts:
         raise DataError(f"sample {sample.id!r}: retriever 'precomputed' needs retrieved_contexts on the sample")
-    render(r.template, {**raw, "input": raw.get(spec.dataset.input_field, ""), "contexts": ""}, sample.id)
+    fields = {**raw, "contexts": ""}
+    if spec.dataset.input_field in raw:  # else '{{ input }}' names a field the sample lacks
+        fields["input"] = raw[spec.dataset.input_field]
+    render(r.template, fields, sample.id)
     render(r.context_template, {"n": 1, "id": "", "text": "", "title": "", "score": 0}, sample.id)
     return None
 
