@@ -36,6 +36,7 @@ BENCHMARKS = {
     "store_reads": "bench_store_reads.py",
     "plan": "bench_plan.py",
     "sweep_schedule": "bench_sweep_schedule.py",
+    "vllm_raydata": "bench_vllm_raydata.py",
 }
 
 

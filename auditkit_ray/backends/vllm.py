@@ -15,6 +15,14 @@ token ids, so both backends see the same tokens.
 - Tokens: counts from the engine (``token_source "engine"``).
 - ``loglikelihood(pairs)``: ``prompt_logprobs`` over context + continuation,
   with the ``hf`` backend's (lm-eval's) split of context and continuation.
+- Batching (``batching``): ``shard`` hands each shard to one ``LLM.generate``
+  call, one shard at a time per actor, so the engine's batch is a function of
+  the shard alone. ``continuous`` keeps the engine fed across shards: the
+  actor works on two shards at once and one thread owns vLLM's ``LLMEngine``
+  (``add_request``/``step``), fed by every shard in flight, so the next
+  shard's requests join the batch while the last one's sequences decode.
+  Outputs still come back per shard. What this does to determinism:
+  ``docs/backends.md`` (the mode is part of the run's identity).
 - Tensor parallel: ``tensor_parallel_size > 1`` uses that many GPUs of the
   actor's node (the spec requests them through ``num_gpus``). Multi-node
   parallelism needs a placement group spanning nodes and is out of scope.
@@ -32,7 +40,10 @@ vllm is imported in ``load()``, never at module import.
 from __future__ import annotations
 
 import gc
+import itertools
 import os
+import queue
+import threading
 import time
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -74,6 +85,11 @@ class VLLMSettings(CheckpointSettings):
     max_num_seqs: int | None = Field(None, ge=1)
     num_gpus: float | None = Field(None, ge=0, description="GPUs per generation actor (default: "
                                    "tensor_parallel_size; 0 on CPU)")
+    batching: Literal["shard", "continuous"] = Field(
+        "shard", description="shard: each shard is one LLM.generate call, one shard at a time per actor (the batch "
+        "is a function of the shard alone); continuous: one engine step loop fed by two shards in flight, so the "
+        "engine stays busy between shards (greedy outputs may then depend on which shards share the engine: "
+        "docs/backends.md)")
 
     not_in_identity: ClassVar[frozenset[str]] = CheckpointSettings.not_in_identity | {
         "gpu_memory_utilization", "num_gpus", "max_num_seqs"}
@@ -94,6 +110,14 @@ class VLLMSettings(CheckpointSettings):
 
     def supports_logprobs(self) -> bool:
         return True
+
+    def shards_in_flight(self) -> int:
+        # continuous: the next shard's requests are in the engine while this one's last sequences decode
+        return 2 if self.batching == "continuous" else 1
+
+    def thread_safe(self) -> bool:
+        # continuous: every call hands its requests to the one thread that steps the engine
+        return self.batching == "continuous"
 
     def default_shard_size(self) -> int:
         # a whole shard goes to one LLM.generate call and an actor runs one shard at a time, so the
@@ -118,12 +142,108 @@ def _seed31(seed: int) -> int:
     return int(seed) & 0x7FFFFFFF
 
 
+class _Call:
+    """The requests of one ``generate``/``loglikelihood`` call in the step loop, and their outputs."""
+
+    def __init__(self, n: int) -> None:
+        self.outputs: list[Any] = [None] * n
+        self.left = n
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+
+
+class _StepLoop:
+    """One thread that owns the engine (``LLMEngine.add_request``/``step``), fed by calls from every shard in
+    flight; each call waits for its own requests. ``add_request`` and ``step`` run in this thread only: the
+    engine is not thread-safe."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self.inbox: queue.SimpleQueue[tuple[_Call, list[Any], list[Any]] | None] = queue.SimpleQueue()
+        self.waiting: dict[str, tuple[_Call, int]] = {}
+        self.ids = itertools.count()
+        self.thread = threading.Thread(target=self._run, name="auditkit-vllm-steps", daemon=True)
+        self.thread.start()
+
+    def run(self, prompts: list[Any], params: list[Any]) -> list[Any]:
+        call = _Call(len(prompts))
+        if not prompts:
+            return []
+        self.inbox.put((call, prompts, params))
+        call.done.wait()
+        if call.error is not None:
+            raise call.error
+        return call.outputs
+
+    def stop(self) -> None:
+        self.inbox.put(None)
+        self.thread.join(10.0)
+
+    def _take(self, item: tuple[_Call, list[Any], list[Any]]) -> None:
+        call, prompts, params = item
+        for j, (prompt, param) in enumerate(zip(prompts, params)):
+            rid = f"ak-{next(self.ids)}"
+            try:
+                self.engine.add_request(rid, prompt, param)
+            except Exception as exc:  # noqa: BLE001 - fails this call only
+                self._fail(call, exc)
+                return
+            self.waiting[rid] = (call, j)
+
+    def _fail(self, call: _Call, exc: BaseException) -> None:
+        mine = [rid for rid, (c, _) in self.waiting.items() if c is call]
+        for rid in mine:
+            del self.waiting[rid]
+        if mine:
+            self.engine.abort_request(mine)
+        call.error = exc
+        call.done.set()
+
+    def _run(self) -> None:
+        while True:
+            try:  # block only when the engine has nothing to do
+                item = self.inbox.get(block=not self.waiting)
+            except queue.Empty:
+                item = ...
+            while item is not ...:
+                if item is None:
+                    return
+                self._take(item)
+                try:
+                    item = self.inbox.get_nowait()
+                except queue.Empty:
+                    item = ...
+            if not self.waiting:
+                continue
+            try:
+                outs = self.engine.step()
+            except BaseException as exc:  # noqa: BLE001 - every waiting call gets the engine's error
+                for call in {c for c, _ in self.waiting.values()}:
+                    call.error = exc
+                    call.done.set()
+                self.waiting.clear()
+                continue
+            for out in outs:
+                if not out.finished or out.request_id not in self.waiting:
+                    continue
+                call, j = self.waiting.pop(out.request_id)
+                call.outputs[j] = out
+                call.left -= 1
+                if call.left == 0:
+                    call.done.set()
+
+
 class VLLMBackend(Backend):
     def __init__(self, spec: Any, generation: Any, seed: int = 0) -> None:
         super().__init__(spec, generation, seed)
         self.llm: Any = None
         self.tokenizer: Any = None
         self._max_len: int | None = None
+        self._loop: _StepLoop | None = None
+        self._loop_lock = threading.Lock()
+        # continuous: shards in flight share the tokenizer (a fast tokenizer can raise "Already borrowed" when
+        # two threads use it at once)
+        self._tok_lock = threading.Lock()
 
     # ------------------------------------------------------------------ loading
     def load(self) -> None:
@@ -161,6 +281,16 @@ class VLLMBackend(Backend):
             self._max_len = spec.max_model_len
 
     # ------------------------------------------------------------------ helpers
+    def _engine_run(self, prompts: list[Any], params: list[Any]) -> list[Any]:
+        """Outputs of ``prompts`` in their order: one ``LLM.generate`` call (``batching: shard``) or through the
+        step loop that every shard in flight feeds (``continuous``)."""
+        if getattr(self.spec, "batching", "shard") != "continuous":
+            return self.llm.generate(prompts, params, use_tqdm=False)
+        with self._loop_lock:
+            if self._loop is None:
+                self._loop = _StepLoop(self.llm.llm_engine)
+        return self._loop.run(prompts, params)
+
     def _encode_prompt(self, prompt: Any) -> list[int]:
         return encode_prompt(self.tokenizer, prompt, self.spec.chat_template)
 
@@ -191,22 +321,24 @@ class VLLMBackend(Backend):
             return results  # type: ignore[return-value]
         vllm = _import_vllm()
         self.load()
-        todo = encode_prompts(self._encode_prompt, requests, results, self._max_len,
-                              f"the engine takes at most {(self._max_len or 0) - 1}")
+        with self._tok_lock:
+            todo = encode_prompts(self._encode_prompt, requests, results, self._max_len,
+                                  f"the engine takes at most {(self._max_len or 0) - 1}")
         if todo:
             prompts = [{"prompt_token_ids": ids} for _, ids in todo]
             params = [self._sampling(vllm, requests[i]) for i, _ in todo]
             t0 = time.perf_counter()
             try:
-                outs = self.llm.generate(prompts, params, use_tqdm=False)
+                outs = self._engine_run(prompts, params)
             except Exception as exc:  # noqa: BLE001
                 msg = str(exc).lower()
                 if "out of memory" in msg or "cannot allocate" in msg:
                     raise RunError(f"out of memory in vllm generation (batch of {len(todo)}): {exc}") from exc
                 raise
             wall = time.perf_counter() - t0
-            for (i, ids), out in zip(todo, outs):
-                results[i] = self._to_generation(out, len(ids), wall)
+            with self._tok_lock:
+                for (i, ids), out in zip(todo, outs):
+                    results[i] = self._to_generation(out, len(ids), wall)
         return [r if r is not None else Generation(error="no result") for r in results]
 
     def _to_generation(self, out: Any, n_prompt: int, wall: float) -> Generation:
@@ -258,7 +390,8 @@ class VLLMBackend(Backend):
         results: list[tuple[float, bool] | None] = [None] * len(pairs)
         rows: list[tuple[int, list[int], int]] = []
         for i, (ctx, cont) in enumerate(pairs):
-            c_ids, k_ids = self._encode_pair(ctx, cont)
+            with self._tok_lock:
+                c_ids, k_ids = self._encode_pair(ctx, cont)
             if not k_ids:
                 results[i] = (0.0, True)
                 continue
@@ -268,7 +401,7 @@ class VLLMBackend(Backend):
             rows.append((i, seq, len(k_ids)))
         if rows:
             params = vllm.SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False)
-            outs = self.llm.generate([{"prompt_token_ids": seq} for _, seq, _ in rows], params, use_tqdm=False)
+            outs = self._engine_run([{"prompt_token_ids": seq} for _, seq, _ in rows], [params] * len(rows))
             for (i, seq, n), out in zip(rows, outs):
                 plp = out.prompt_logprobs
                 total, greedy = 0.0, True
@@ -281,6 +414,9 @@ class VLLMBackend(Backend):
 
     # ------------------------------------------------------------------ misc
     def close(self) -> None:
+        loop, self._loop = self._loop, None
+        if loop is not None:
+            loop.stop()
         self.llm = None
         self.tokenizer = None
         gc.collect()

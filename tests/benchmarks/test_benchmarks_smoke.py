@@ -66,6 +66,8 @@ EXPECTED = {
                        "schedule.pack.gpu_occupancy", "schedule.ratio.fifo_vs_pack", "goal.pack_le_1.15x_lower_bound"],
     "store_reads": ["store_reads.latency0ms.merge.prefetch1", "store_reads.latency20ms.merge.prefetch8",
                     "store_reads.latency20ms.ratio", "store_reads.summaries_match"],
+    "vllm_raydata": ["w8.plain", "w8.raydata", "w8.auditkit-continuous", "goal.vllm_backend_ge_1.0x_raydata",
+                     "goal.vllm_backend_ge_1.0x_plain"],
 }
 
 
