@@ -3,9 +3,10 @@
 
     python benchmarks/bench_vllm_raydata.py [--smoke | --quick | --full] [--device cuda] [--model DIR]
 
-The same prompts (questions of varying length drawn from a seed), the same greedy sampling (``max_tokens``
-64, natural end of sequence, so output lengths vary from a few tokens to 64) and the same engine settings
-go to each system, each in a process of its own, alternating the order over the repeats:
+The same prompts (questions of varying length drawn from a seed), the same greedy sampling with output
+lengths that vary (each prompt's own ``max_tokens``, 4 to 64 drawn from the seed, generated past the
+end-of-sequence token, so the work is known and equal) and the same engine settings go to each system,
+each in a process of its own, alternating the order over the repeats:
 
 - ``plain``: one in-process ``vllm.LLM`` and one ``LLM.generate`` over the whole dataset.
 - ``raydata``: Ray Data LLM, ``ray.data.llm.build_processor`` with ``vLLMEngineProcessorConfig`` (its async
@@ -49,6 +50,12 @@ def prompts(n: int, seed: int = 0) -> list[str]:
     return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 40))) + "? Answer:" for _ in range(n)]
 
 
+def lengths(n: int, seed: int = 0) -> list[int]:
+    """Each prompt's own number of new tokens (EOS ignored): 4 to ``MAX_NEW``."""
+    rng = random.Random(seed + 1)
+    return [rng.randint(4, MAX_NEW) for _ in range(n)]
+
+
 def engine_kwargs(device: str) -> dict[str, Any]:
     base: dict[str, Any] = {"seed": 0, "max_model_len": 512}
     if device != "cuda":
@@ -61,8 +68,9 @@ def worker_plain(a: Any, texts: list[str]) -> dict[str, Any]:
     from vllm import LLM, SamplingParams
 
     llm = LLM(model=a.model, **engine_kwargs(a.device))
+    params = [SamplingParams(temperature=0.0, max_tokens=k, ignore_eos=True) for k in lengths(len(texts))]
     t = time.perf_counter()
-    outs = llm.generate(texts, SamplingParams(temperature=0.0, max_tokens=MAX_NEW), use_tqdm=False)
+    outs = llm.generate(texts, params, use_tqdm=False)
     return {"generate_s": time.perf_counter() - t, "new_tokens": sum(len(o.outputs[0].token_ids) for o in outs),
             "n": len(outs)}
 
@@ -85,10 +93,12 @@ def worker_raydata(a: Any, texts: list[str]) -> dict[str, Any]:
         log_engine_metrics=False, **kw)
     proc = build_processor(
         config,
-        preprocess=lambda r: {"prompt": r["prompt"], "sampling_params": {"temperature": 0.0, "max_tokens": MAX_NEW}},
+        preprocess=lambda r: {"prompt": r["prompt"], "sampling_params": {"temperature": 0.0, "max_tokens": r["k"],
+                                                                         "ignore_eos": True}},
         postprocess=lambda r: {"n_tokens": len(r.get("generated_tokens") or [])},
     )
-    rows = proc(ray.data.from_items([{"prompt": t} for t in texts])).take_all()
+    items = [{"prompt": t, "k": k} for t, k in zip(texts, lengths(len(texts)))]
+    rows = proc(ray.data.from_items(items)).take_all()
     ray.shutdown()
     return {"new_tokens": sum(int(r["n_tokens"]) for r in rows), "n": len(rows)}
 
@@ -98,8 +108,8 @@ def worker_auditkit(a: Any, texts: list[str]) -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory(dir=str(CACHE)) as work:
         data = Path(work) / "d.jsonl"
-        data.write_text("".join(json.dumps({"id": f"p{i}", "q": t[: -len(" Answer:")], "a": ""}) + "\n"
-                                for i, t in enumerate(texts)))
+        data.write_text("".join(json.dumps({"id": f"p{i}", "q": t[: -len(" Answer:")], "a": "", "k": k}) + "\n"
+                                for i, (t, k) in enumerate(zip(texts, lengths(len(texts))))))
         model = {"type": "vllm", "path": a.model, "batching": a.system.split("-", 1)[1],
                  **{k: v for k, v in engine_kwargs(a.device).items()}}
         if a.device != "cuda":
@@ -109,7 +119,8 @@ def worker_auditkit(a: Any, texts: list[str]) -> dict[str, Any]:
             "model": model,
             "dataset": {"path": str(data), "input_field": "q", "target_field": "a", "id_field": "id"},
             "prompt": {"template": "{{ q }} Answer:"},
-            "generation": {"max_new_tokens": MAX_NEW, "temperature": 0},
+            "generation": {"max_new_tokens": MAX_NEW, "temperature": 0, "ignore_eos": True,
+                           "max_new_tokens_field": "k"},
             "metrics": ["exact_match"],
             "execution": {"generation_actors": 1, "scoring_actors": 1, "shard_size": a.shard_size},
             "store": {"path": str(Path(work) / "store")},

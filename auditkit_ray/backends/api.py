@@ -481,8 +481,10 @@ class APIBackend(Backend):
                 raise ValueError("the 'completions' endpoint takes a text prompt; this request holds chat messages "
                                  "(use endpoint: chat)")
             body["prompt"] = r.prompt
-        body["max_tokens"] = g.max_new_tokens
+        body["max_tokens"] = (r.metadata or {}).get("max_new_tokens", g.max_new_tokens)
         body["temperature"] = g.temperature
+        if g.ignore_eos:
+            body["ignore_eos"] = True  # vLLM's OpenAI-compatible server
         if g.top_p != 1.0:
             body["top_p"] = g.top_p
         if g.top_k is not None:

@@ -207,7 +207,9 @@ class HFBackend(Backend):
             first = requests[min(i for i, _ in chunk)]
             t0 = time.perf_counter()
             try:
-                gens = self._generate_sub_batch(torch, chunk, seed63(self.seed, first.sample_id, first.repeat))
+                caps = {i: (requests[i].metadata or {}).get("max_new_tokens", self.generation.max_new_tokens)
+                        for i, _ in chunk}
+                gens = self._generate_sub_batch(torch, chunk, seed63(self.seed, first.sample_id, first.repeat), caps)
             except Exception as exc:  # noqa: BLE001
                 if _is_oom(torch, exc):
                     self._empty_cache(torch)
@@ -223,7 +225,10 @@ class HFBackend(Backend):
                 results[i] = g
         return [r if r is not None else Generation(error="no result") for r in results]
 
-    def _generate_sub_batch(self, torch: Any, encoded: list[tuple[int, list[int]]], seed: int) -> dict[int, Generation]:
+    def _generate_sub_batch(self, torch: Any, encoded: list[tuple[int, list[int]]], seed: int,
+                            caps: dict[int, int]) -> dict[int, Generation]:
+        """One ``model.generate`` call to the longest of the rows' own limits (``caps``); each row is then cut
+        to its own limit (greedy decoding is causal, so a row cut at k tokens is the row generated to k)."""
         from transformers import GenerationConfig
 
         tok, model, g = self.tokenizer, self.model, self.generation
@@ -238,8 +243,10 @@ class HFBackend(Backend):
             attention[r, width - len(ids):] = 1
         eos_ids = self._eos_ids()
         sampling = g.temperature > 0
+        longest = max(caps.values())
         cfg = GenerationConfig(
-            max_new_tokens=g.max_new_tokens,
+            max_new_tokens=longest,
+            min_new_tokens=longest if g.ignore_eos else None,
             do_sample=sampling,
             temperature=g.temperature if sampling else None,
             top_p=g.top_p if sampling else None,
@@ -267,7 +274,7 @@ class HFBackend(Backend):
         gens: dict[int, Generation] = {}
         eos_set = set(eos_ids)
         for r, (i, ids) in enumerate(rows):
-            gen_ids = out[r]
+            gen_ids = out[r][:caps[i]]
             n, hit_eos = len(gen_ids), False
             for k, t in enumerate(gen_ids):
                 if t in eos_set:
@@ -285,7 +292,7 @@ class HFBackend(Backend):
                 text, finish = text[:cut], "stop"
             elif hit_eos:
                 finish = "stop"
-            elif n >= g.max_new_tokens:
+            elif n >= caps[i]:
                 finish = "length"
             else:
                 finish = "stop"

@@ -296,7 +296,10 @@ class VLLMBackend(Backend):
 
     def _sampling(self, vllm: Any, r: Request) -> Any:
         g = self.generation
-        kw: dict[str, Any] = {"max_tokens": g.max_new_tokens, "temperature": g.temperature, "skip_special_tokens": True}
+        kw: dict[str, Any] = {"max_tokens": (r.metadata or {}).get("max_new_tokens", g.max_new_tokens),
+                              "temperature": g.temperature, "skip_special_tokens": True}
+        if g.ignore_eos:
+            kw["ignore_eos"] = True
         if g.temperature > 0:
             kw["top_p"] = g.top_p
             kw["top_k"] = g.top_k or 0  # 0: no top-k filter

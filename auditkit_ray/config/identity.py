@@ -126,6 +126,18 @@ def _retrieval_identity(spec: RunSpec) -> dict[str, Any] | None:
     return out
 
 
+#: generation settings that enter the identity only when set, so runs that never set them keep their fingerprints
+_ONLY_WHEN_SET = {"ignore_eos": False, "max_new_tokens_field": None}
+
+
+def _generation_identity(spec: RunSpec) -> dict[str, Any]:
+    out = spec.generation.model_dump(mode="json")
+    for key, default in _ONLY_WHEN_SET.items():
+        if out.get(key) == default:
+            out.pop(key, None)
+    return out
+
+
 def generation_payload(spec: RunSpec, repeat: int = 0) -> dict[str, Any]:
     return {
         "kind": "generation",
@@ -133,7 +145,7 @@ def generation_payload(spec: RunSpec, repeat: int = 0) -> dict[str, Any]:
         "model": model_identity(spec),
         "prompt": spec.prompt.model_dump(mode="json"),
         "retrieval": _retrieval_identity(spec),
-        "generation": spec.generation.model_dump(mode="json"),
+        "generation": _generation_identity(spec),
         "dataset": dataset_identity(spec),
         "seed": spec.seed,
         "repeat": repeat,

@@ -141,6 +141,11 @@ class GenerationSettings(Strict):
     top_p: float = Field(1.0, gt=0, le=1)
     top_k: int | None = Field(None, ge=1)
     stop: list[str] = Field(default_factory=list)
+    ignore_eos: bool = Field(False, description="generate to the length limit even past the end-of-sequence token "
+                             "(benchmarks: the work is then known in advance); hf suppresses EOS until the limit, "
+                             "vllm and api (vLLM's server) pass ignore_eos")
+    max_new_tokens_field: str | None = Field(None, description="a dataset field holding each sample's own limit on "
+                                             "new tokens (an integer from 1 to max_new_tokens)")
 
 
 # --------------------------------------------------------------------------- annotators

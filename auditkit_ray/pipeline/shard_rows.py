@@ -11,6 +11,7 @@ from ..actors.shard import planned_row
 from ..adapters.prompt import PromptAdapter
 from ..config.models import RunSpec
 from ..core.types import Sample
+from ..errors import DataError
 
 
 def check_rag_template(spec: RunSpec, sample: Sample, raw: dict) -> None:
@@ -62,6 +63,16 @@ def agent_metadata_fn(spec: RunSpec) -> Any:
     return None
 
 
+def sample_max_new_tokens(spec: RunSpec, sample: Sample, raw: dict) -> int:
+    """The sample's own limit on new tokens (``generation.max_new_tokens_field``), checked."""
+    field, cap = spec.generation.max_new_tokens_field, spec.generation.max_new_tokens
+    value = raw.get(field)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= cap:
+        raise DataError(f"sample {sample.id!r}: field {field!r} (generation.max_new_tokens_field) must be an integer "
+                        f"from 1 to generation.max_new_tokens ({cap}), got {value!r}")
+    return value
+
+
 def shard_row(spec: RunSpec, adapter: PromptAdapter, agent_meta: Any, shard: int,
               pairs: list[tuple[Sample, dict]], keep: bool = True) -> dict[str, bytes] | None:
     """One shard's row for the pipeline (``payload`` and ``samples``,
@@ -79,6 +90,8 @@ def shard_row(spec: RunSpec, adapter: PromptAdapter, agent_meta: Any, shard: int
             "target": sample.targets[0] if sample.targets else None,
             "metadata": agent_meta(sample) if agent_meta else {},
         }
+        if spec.generation.max_new_tokens_field:
+            base["metadata"] = {**base["metadata"], "max_new_tokens": sample_max_new_tokens(spec, sample, raw)}
         extra = {"record": raw} if spec.retrieval else {}
         for variant in _request_variants(spec, sample, raw):
             for r in range(spec.repeats):

@@ -401,3 +401,12 @@ print("loop threads:", [t.name for t in threading.enumerate() if t.name == "audi
     if how == "dropped":
         assert "loop threads: []" in out.stdout
     assert "Unclosed" not in out.stderr, out.stderr
+
+
+def test_a_samples_own_limit_and_ignore_eos_reach_the_request_body(tmp_path, server):
+    b = _backend(server, tmp_path, GenerationSettings(max_new_tokens=64, ignore_eos=True))
+    own = b.body(Request(sample_id="a", prompt="q", metadata={"max_new_tokens": 7}))
+    default = b.body(Request(sample_id="b", prompt="q"))
+    assert (own["max_tokens"], default["max_tokens"]) == (7, 64)
+    assert own["ignore_eos"] is True
+    assert "ignore_eos" not in _backend(server, tmp_path).body(Request(sample_id="c", prompt="q"))

@@ -243,3 +243,17 @@ def test_missing_model_path_names_the_path(tmp_path):
     with pytest.raises(RunError) as info:
         HFBackend(spec, GenerationSettings(), 0).load()
     assert str(missing) in str(info.value)
+
+
+def test_per_sample_limits_without_eos_generate_exactly_each_samples_own_length(model_dir):
+    # generation.ignore_eos + max_new_tokens_field: the pipeline puts each sample's limit in its request
+    caps = [2, 9, 5, 1, 7, 3, 4]
+    rs = [Request(sample_id=f"s{i}", prompt=p, metadata={"max_new_tokens": c})
+          for i, (p, c) in enumerate(zip(PROMPTS, caps))]
+    got = make(model_dir, batch_size=3, ignore_eos=True).generate(rs)
+    assert [g.completion_tokens for g in got] == caps
+    assert all(g.finish_reason == "length" and g.error is None for g in got)
+    # each row is the row generated alone to its own limit: one call to the longest limit, then cut
+    for i, (p, c) in enumerate(zip(PROMPTS, caps)):
+        alone = make(model_dir, batch_size=1, ignore_eos=True, max_new_tokens=c).generate(reqs([p]))[0]
+        assert got[i].raw_text == alone.raw_text, (i, c)
