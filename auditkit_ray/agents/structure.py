@@ -151,4 +151,5 @@ def loops(turns: Sequence[Sequence[ToolCall]], window: int = 1) -> tuple[float |
     multiset) equal those of one of the ``window`` turns before it."""
     keys = [tuple(sorted((call_key(c) for c in t), key=repr)) for t in turns if t]
     looping = sum(any(keys[k] == keys[j] for j in range(max(0, k - window), k)) for k in range(1, len(keys)))
-    return _ratio(looping, len(keys) - 1), looping, max(len(keys) - 1, 0)
+    transitions = max(len(keys) - 1, 0)  # no turn with calls: no transition (not -1)
+    return _ratio(looping, transitions), looping, transitions

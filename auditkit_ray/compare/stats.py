@@ -2,7 +2,9 @@
 
 - ``mcnemar_exact``: two-sided exact McNemar test (scipy ``binomtest`` on the
   discordant pairs) for binary metrics.
-- ``wilson`` / ``clopper_pearson``: binomial intervals for binary means.
+- ``wilson`` / ``clopper_pearson``: binomial intervals for binary means;
+  with n = 0 there is no interval: ``(None, None)``, as a summary with no
+  scored sample stores it (``core.aggregate.wilson_interval`` too).
 - ``holm``: Holm's step-down adjustment of a family of p-values.
 - ``paired_permutation``: paired sign-flip (approximate randomization) test of
   the mean difference; exact enumeration when ``2**m <= n_resamples`` (``m``
@@ -57,11 +59,13 @@ def mcnemar_exact(b: int, c: int) -> float:
     return float(min(1.0, _scipy_stats().binomtest(min(b, c), n, 0.5).pvalue))
 
 
-def wilson(successes: float, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval (no continuity correction)."""
-    if n <= 0:
-        raise ValueError("wilson interval needs n > 0")
+def wilson(successes: float, n: int, confidence: float = 0.95) -> tuple[float, float] | tuple[None, None]:
+    """Wilson score interval (no continuity correction); ``(None, None)`` when n = 0."""
     z = z_value(confidence)
+    if n < 0:
+        raise ValueError(f"wilson interval needs n >= 0, got {n}")
+    if n == 0:
+        return (None, None)
     p = successes / n
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
@@ -69,10 +73,14 @@ def wilson(successes: float, n: int, confidence: float = 0.95) -> tuple[float, f
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
-def clopper_pearson(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Clopper-Pearson ("exact") interval from beta quantiles."""
-    if n <= 0:
-        raise ValueError("clopper-pearson interval needs n > 0")
+def clopper_pearson(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float] | tuple[None, None]:
+    """Clopper-Pearson ("exact") interval from beta quantiles; ``(None, None)`` when n = 0."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if n < 0:
+        raise ValueError(f"clopper-pearson interval needs n >= 0, got {n}")
+    if n == 0:
+        return (None, None)
     x = int(round(successes))
     a = 1 - confidence
     beta = _scipy_stats().beta

@@ -51,9 +51,13 @@ class MeanStats:
         return st
 
 
-def wilson_interval(successes: float, n: int, z: float = Z95) -> tuple[float, float]:
+def wilson_interval(successes: float, n: int, z: float = Z95) -> tuple[float, float] | tuple[None, None]:
+    """Wilson score interval at normal quantile ``z``. n = 0: no interval,
+    ``(None, None)``, which is how a summary stores it (and shows unknown)."""
+    if n < 0:
+        raise ValueError(f"wilson interval needs n >= 0, got {n}")
     if n == 0:
-        return (math.nan, math.nan)
+        return (None, None)
     p = successes / n
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
@@ -65,7 +69,8 @@ def summarize(stats: MeanStats, confidence: float = 0.95) -> dict:
     """Mean, n, status counts, standard error and a 95% interval.
 
     Binary metrics get a Wilson interval (good at small n); others a normal
-    interval on the standard error of the mean."""
+    interval on the standard error of the mean. With no scored sample
+    (n = 0) mean, stderr and the interval are None: the metric is unknown."""
     n = stats.n
     total_rows = sum(stats.counts.values())
     out: dict = {

@@ -3,7 +3,10 @@
 A subclass that does not set ``direction`` to a ``Direction`` raises
 ``TypeError`` when the class is created (pass ``abstract=True`` for
 intermediate bases). ``requires`` names the fields a metric reads; when one is
-absent the score is ``not_tested`` rather than a failure.
+absent (missing, null, or an empty list/string/object) the score is
+``not_tested`` rather than a failure. Fields named in ``empty_is_evidence``
+are absent only when missing or null: there an empty list is a recorded
+result (a retrieval that found nothing), which the metric scores.
 """
 
 from __future__ import annotations
@@ -90,15 +93,22 @@ def _is_absent(value: Any) -> bool:
     return value is _MISSING or value is None or (isinstance(value, _SIZED) and not len(value))
 
 
-def _absent_column(path: str, items: list[tuple[Any, Any, Any]], cache: dict[str, list[bool]] | None) -> list[bool]:
+def _is_unrecorded(value: Any) -> bool:
+    return value is _MISSING or value is None
+
+
+def _absent_column(path: str, items: list[tuple[Any, Any, Any]], cache: dict[str, list[bool]] | None,
+                   empty_counts: bool = False) -> list[bool]:
     """Whether field ``path`` is absent, for each item (``missing_requirements``),
-    taken from ``cache`` or worked out and put there."""
-    if cache is not None and path in cache:
-        return cache[path]
-    get, absent = _GETTERS.get(path) or _field_getter(path), _is_absent
+    taken from ``cache`` or worked out and put there. ``empty_counts``: an
+    empty value is present (``Metric.empty_is_evidence``)."""
+    key = "\0" + path if empty_counts else path
+    if cache is not None and key in cache:
+        return cache[key]
+    get, absent = _GETTERS.get(path) or _field_getter(path), (_is_unrecorded if empty_counts else _is_absent)
     col = [absent(get(s, g, c)) for s, g, c in items]
     if cache is not None:
-        cache[path] = col
+        cache[key] = col
     return col
 
 
@@ -113,6 +123,8 @@ class Metric(ABC):
     name: ClassVar[str] = ""
     direction: ClassVar[Direction]
     requires: ClassVar[tuple[str, ...]] = ()
+    #: required fields whose empty value is evidence to score (only missing or null is absent)
+    empty_is_evidence: ClassVar[tuple[str, ...]] = ()
     family: ClassVar[str] = "custom"
     version: ClassVar[str] = "1"
     description: ClassVar[str] = ""
@@ -231,9 +243,11 @@ class Metric(ABC):
         }
 
     def missing_requirements(self, sample: Sample, generation: Generation | None, context: dict | None) -> list[str]:
-        getters = _GETTERS
+        getters, keep = _GETTERS, self.empty_is_evidence
         return [
-            f for f in self.requires if _is_absent((getters.get(f) or _field_getter(f))(sample, generation, context))
+            f for f in self.requires
+            if (_is_unrecorded if f in keep else _is_absent)((getters.get(f) or _field_getter(f))(sample, generation,
+                                                                                                   context))
         ]
 
     def evaluate(self, sample: Sample, generation: Generation, context: dict) -> list[Score]:
@@ -254,7 +268,8 @@ class Metric(ABC):
         else:
             # missing_requirements' checks, a column per required field (per item and metric, this is hot)
             missing = [None] * len(items)
-            flags = [_absent_column(f, items, absent) for f in self.requires]
+            keep = self.empty_is_evidence
+            flags = [_absent_column(f, items, absent, f in keep) for f in self.requires]
             if flags:
                 for i in range(len(items)):
                     if any(col[i] for col in flags):

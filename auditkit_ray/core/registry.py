@@ -52,6 +52,8 @@ BUILTIN: dict[str, str] = {
     "mrr": "auditkit_ray.metrics.retrieval:MRR",
     "average_precision": "auditkit_ray.metrics.retrieval:AveragePrecision",
     "ndcg_at_k": "auditkit_ray.metrics.retrieval:NDCGAtK",
+    "ndcg": "auditkit_ray.metrics.retrieval:NDCG",
+    "r_precision": "auditkit_ray.metrics.retrieval:RPrecision",
     # deterministic RAG checks
     "evidence_recall": "auditkit_ray.metrics.rag:EvidenceRecall",
     "freshness": "auditkit_ray.metrics.rag:Freshness",

@@ -13,6 +13,11 @@ Semantics are documented in ``auditkit_ray.agents.matching`` and
   ``unknown``; so is one whose call arguments were not recorded, for metrics
   that read arguments;
 * a ratio whose denominator is 0 is ``not_tested`` with the reason, never 0;
+* empty lists are evidence, not absence: ``tool_calls == []`` is an agent
+  that made no call (recall 0 against a reference with calls),
+  ``reference_tool_calls == []`` a reference that expects none and
+  ``tools == []`` an offer of no tool (every call invalid); the table in
+  docs/metrics-notes.md ("Empty lists") lists each case;
 * alternative routes: the best route is chosen by F1, then fewest calls, then
   first listed; its index is in the score's metadata.
 """

@@ -13,6 +13,8 @@ Data shapes (docs/metrics-notes.md has the full description):
 
 A missing input gives ``not_tested`` (the check does not apply) or
 ``unknown`` (it applies but the evidence to decide is absent), never 0.
+An empty ``retrieved_contexts`` list is not missing: the retriever found
+nothing, and each check scores that (docs/metrics-notes.md, "Empty lists").
 """
 
 from __future__ import annotations
@@ -95,6 +97,8 @@ def _scored(name: str, value: float, reason: str | None = None, **metadata: Any)
 
 class _RagMetric(Metric, abstract=True):
     family = "rag"
+    #: an empty retrieval is a result to score; a missing or null one is not_tested
+    empty_is_evidence = ("retrieved_contexts",)
 
 
 class _PlainRagMetric(_RagMetric, abstract=True):
@@ -113,6 +117,7 @@ class EvidenceRecall(_PlainRagMetric):
     name = "evidence_recall"
     direction = Direction.MAXIMIZE
     requires = ("retrieved_contexts",)
+    version = "2"  # 2: an empty retrieval scores (was not_tested)
     description = "fraction of the gold evidence ids found among the retrieved contexts (set recall, no cut-off)"
 
     def score(self, sample: Sample, generation: Generation, context: dict) -> Score:
@@ -168,14 +173,15 @@ class Freshness(_PlainRagMetric):
     name = "freshness"
     direction = Direction.MAXIMIZE
     requires = ("retrieved_contexts", "corpus_snapshot")
+    version = "2"  # 2: an empty retrieval scores (was not_tested)
     description = (
         "1 when no retrieved document is stale (superseded by the decision date, or not the snapshot's digest)"
     )
 
     def score(self, sample: Sample, generation: Generation, context: dict) -> Score:
         ids, stale = stale_documents(sample)
-        return _scored(self.name, 0.0 if stale else 1.0, "; ".join(f"{d}: {w}" for d, w in stale.items()) or None,
-                       stale=stale, retrieved=len(ids))
+        why = "; ".join(f"{d}: {w}" for d, w in stale.items()) or (None if ids else "nothing was retrieved")
+        return _scored(self.name, 0.0 if stale else 1.0, why, stale=stale, retrieved=len(ids))
 
 
 class StaleHitRate(_PlainRagMetric):
@@ -184,10 +190,14 @@ class StaleHitRate(_PlainRagMetric):
     name = "stale_hit_rate"
     direction = Direction.MINIMIZE
     requires = ("retrieved_contexts", "corpus_snapshot")
+    version = "2"  # 2: an empty retrieval scores (was not_tested)
     description = "fraction of retrieved documents that are stale (superseded by the decision date, or digest mismatch)"
 
     def score(self, sample: Sample, generation: Generation, context: dict) -> Score:
         ids, stale = stale_documents(sample)
+        if not ids:
+            return Score.not_tested(self.name, "nothing was retrieved (a rate over no documents)",
+                                    metadata={"retrieved": 0})
         return _scored(self.name, len(stale) / len(ids), stale=stale, retrieved=len(ids))
 
 
@@ -233,6 +243,7 @@ class AccessControlCompliance(_PlainRagMetric):
     name = "access_control_compliance"
     direction = Direction.MAXIMIZE
     requires = ("retrieved_contexts", "corpus_snapshot")
+    version = "2"  # 2: an empty retrieval scores (was not_tested)
     description = "1 when every retrieved document's access groups intersect the user's groups (metadata.user_groups)"
 
     def score(self, sample: Sample, generation: Generation, context: dict) -> Score:
@@ -240,8 +251,8 @@ class AccessControlCompliance(_PlainRagMetric):
         if res is None:
             return Score.not_tested(self.name, "missing metadata.user_groups")
         ids, bad = res
-        return _scored(self.name, 0.0 if bad else 1.0, "; ".join(f"{d}: {w}" for d, w in bad.items()) or None,
-                       violations=bad, retrieved=len(ids))
+        why = "; ".join(f"{d}: {w}" for d, w in bad.items()) or (None if ids else "nothing was retrieved")
+        return _scored(self.name, 0.0 if bad else 1.0, why, violations=bad, retrieved=len(ids))
 
 
 class UnauthorizedHitRate(_PlainRagMetric):
@@ -250,6 +261,7 @@ class UnauthorizedHitRate(_PlainRagMetric):
     name = "unauthorized_hit_rate"
     direction = Direction.MINIMIZE
     requires = ("retrieved_contexts", "corpus_snapshot")
+    version = "2"  # 2: an empty retrieval scores (was not_tested)
     description = "fraction of retrieved documents outside the user's access groups or missing from the snapshot"
 
     def score(self, sample: Sample, generation: Generation, context: dict) -> Score:
@@ -257,6 +269,9 @@ class UnauthorizedHitRate(_PlainRagMetric):
         if res is None:
             return Score.not_tested(self.name, "missing metadata.user_groups")
         ids, bad = res
+        if not ids:
+            return Score.not_tested(self.name, "nothing was retrieved (a rate over no documents)",
+                                    metadata={"retrieved": 0})
         return _scored(self.name, len(bad) / len(ids), violations=bad, retrieved=len(ids))
 
 
@@ -270,6 +285,7 @@ _RANGE = re.compile(r"(\d+)\s*[-\u2013]\s*(\d+)")  # [2-4] cites 2, 3 and 4
 
 class _CitationMetric(_RagMetric, abstract=True):
     requires = ("retrieved_contexts",)
+    version = "2"  # 2: an empty retrieval scores (was not_tested)
 
     def __init__(self, *, pattern: str | None = None, numeric: str = "position", on: str | None = None) -> None:
         if numeric not in ("position", "id"):

@@ -12,8 +12,12 @@ Judgments (``judgments``): ``sample.gold_evidence`` ids are relevant with
 grade 1; ``sample.metadata["relevance"]`` ({id: grade}) adds graded
 judgments and overrides the grade of a gold id it names. An id is relevant
 when its grade is >= 1 (trec_eval's default ``relevance_level``). A sample
-with no relevant id is ``unknown`` (trec_eval skips such queries); one
-with no retrieved contexts is ``not_tested``.
+with no relevant id is ``unknown`` (trec_eval would average it in as 0).
+
+Empty retrievals: a sample whose ``retrieved_contexts`` is an empty list
+retrieved nothing, and scores 0 on every measure when it has gold evidence
+(as trec_eval scores an empty run); only a sample whose ``retrieved_contexts``
+is missing or null (retrieval not recorded) is ``not_tested``.
 """
 
 from __future__ import annotations
@@ -95,6 +99,9 @@ def judgments(sample: Sample) -> dict[str, float]:
 class _RetrievalMetric(Metric, abstract=True):
     family = "retrieval"
     requires = ("retrieved_contexts",)
+    empty_is_evidence = ("retrieved_contexts",)
+    # 2: an empty retrieved list scores 0 (was not_tested)
+    version = "2"
     #: whether the metric takes a cut-off ``k`` (and whether it is required)
     _k_default: int | None = None
     _k_optional = False
@@ -115,7 +122,8 @@ class _RetrievalMetric(Metric, abstract=True):
         if num_rel == 0:
             raise MissingEvidence("no gold evidence: no document is judged relevant for this sample")
         value = self.compute(ranked, qrels, num_rel)
-        return Score.scored(self.name, value, metadata={"num_ret": len(ranked), "num_rel": num_rel})
+        return Score.scored(self.name, value, reason=None if ranked else "nothing was retrieved",
+                            metadata={"num_ret": len(ranked), "num_rel": num_rel})
 
     def compute(self, ranked: list[str], qrels: dict[str, float], num_rel: int) -> float:
         raise NotImplementedError
@@ -195,6 +203,31 @@ class AveragePrecision(_RetrievalMetric):
         return total / num_rel
 
 
+class RPrecision(_RetrievalMetric):
+    """Precision at rank R, R = the number of relevant documents (trec_eval Rprec)."""
+
+    name = "r_precision"
+    direction = Direction.MAXIMIZE
+    description = "relevant documents in the top R / R, R = the number of relevant gold documents (trec_eval Rprec)"
+
+    def __init__(self) -> None:  # no cut-off: R comes from the judgments (precision_at_k takes a fixed k)
+        Metric.__init__(self)
+        self.k = None
+
+    def compute(self, ranked, qrels, num_rel):
+        return sum(self._rel(d, qrels) for d in ranked[:num_rel]) / num_rel
+
+
+def _ndcg(ranked: list[str], qrels: dict[str, float], k: int | None) -> float:
+    def gain(g: float) -> float:
+        return g if g > 0 else 0.0
+
+    dcg = sum(gain(qrels.get(d, 0.0)) / math.log2(i + 2) for i, d in enumerate(ranked[:k]))
+    ideal = sorted((gain(g) for g in qrels.values()), reverse=True)[:k]
+    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+    return dcg / idcg if idcg > 0 else 0.0
+
+
 class NDCGAtK(_RetrievalMetric):
     """nDCG@k with linear gain (the grade) and the ideal ranking of all judged documents (trec_eval ndcg_cut_k)."""
 
@@ -204,14 +237,23 @@ class NDCGAtK(_RetrievalMetric):
     _k_default = 10
 
     def compute(self, ranked, qrels, num_rel):
-        def gain(g: float) -> float:
-            return g if g > 0 else 0.0
-
-        dcg = sum(gain(qrels.get(d, 0.0)) / math.log2(i + 2) for i, d in enumerate(ranked[: self.k]))
-        ideal = sorted((gain(g) for g in qrels.values()), reverse=True)[: self.k]
-        idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
-        return dcg / idcg if idcg > 0 else 0.0
+        return _ndcg(ranked, qrels, self.k)
 
 
-__all__ = ["AveragePrecision", "HitRateAtK", "MRR", "NDCGAtK", "PrecisionAtK", "RecallAtK", "judgments",
-           "rank_contexts"]
+class NDCG(_RetrievalMetric):
+    """nDCG over the whole ranking, no cut-off (trec_eval ndcg): linear gain, ideal from all judged documents."""
+
+    name = "ndcg"
+    direction = Direction.MAXIMIZE
+    description = "nDCG over the whole ranking (no cut-off): linear gain = grade, log2 discount (trec_eval ndcg)"
+
+    def __init__(self) -> None:  # no cut-off (ndcg_at_k takes one)
+        Metric.__init__(self)
+        self.k = None
+
+    def compute(self, ranked, qrels, num_rel):
+        return _ndcg(ranked, qrels, None)
+
+
+__all__ = ["AveragePrecision", "HitRateAtK", "MRR", "NDCG", "NDCGAtK", "PrecisionAtK", "RPrecision", "RecallAtK",
+           "judgments", "rank_contexts"]

@@ -12,9 +12,35 @@ from ..core.types import Generation, Sample, Score
 
 _PUNCT = re.compile(f"[{re.escape(string.punctuation)}]")
 _WS = re.compile(r"\s+")
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+
+
+def squad_normalize(text: str) -> str:
+    """SQuAD v1.1's ``normalize_answer``: lower case; ASCII punctuation
+    (``string.punctuation``) deleted, not replaced by a space, so ``1,000``
+    is ``1000`` and ``cat's`` is ``cats``; the words a/an/the removed; runs
+    of whitespace collapsed to one space and the ends stripped."""
+    text = _PUNCT.sub("", text.lower())
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def squad_golds(normalized: list[str]) -> list[str]:
+    """SQuAD v2's reference set: references that normalise to nothing are
+    dropped unless all do (then the one reference is the empty answer)."""
+    kept = [t for t in normalized if t]
+    return kept or [""]
+
+
+#: named normalisations (param ``preset``) replacing the individual flags
+PRESETS = {"squad": squad_normalize}
 
 
 class TextMetric(Metric, abstract=True):
+    """Normalisation shared by exact_match, contains, regex_match and
+    majority_vote: ``ignore_regexes`` are removed first, then either the
+    named ``preset`` (``squad``: SQuAD v1.1's answer normalisation) or the
+    individual flags apply; a preset does not combine with the flags."""
+
     family = "generation"
     requires = ("target",)
 
@@ -27,8 +53,9 @@ class TextMetric(Metric, abstract=True):
         strip: bool = True,
         ignore_regexes: list[str] | None = None,
         on: str | None = None,
+        preset: str | None = None,
     ) -> None:
-        super().__init__(
+        params: dict[str, Any] = dict(
             ignore_case=ignore_case,
             ignore_punctuation=ignore_punctuation,
             ignore_whitespace=ignore_whitespace,
@@ -36,6 +63,18 @@ class TextMetric(Metric, abstract=True):
             ignore_regexes=list(ignore_regexes or []),
             on=on,
         )
+        self._preset = None
+        if preset is not None:
+            if preset not in PRESETS:
+                raise TypeError(f"preset must be one of {', '.join(sorted(PRESETS))}, not {preset!r}")
+            flags = [k for k, default in (("ignore_case", False), ("ignore_punctuation", False),
+                                          ("ignore_whitespace", False), ("strip", True)) if params[k] != default]
+            if flags:
+                raise TypeError(f"preset {preset!r} replaces {', '.join(flags)}: give the preset or the flags")
+            # only set when used, so runs without a preset keep their metric identity
+            params["preset"] = preset
+            self._preset = PRESETS[preset]
+        super().__init__(**params)
         try:
             self._ignore = [re.compile(r) for r in ignore_regexes or []]
         except re.error as exc:
@@ -45,6 +84,8 @@ class TextMetric(Metric, abstract=True):
         p = self.params
         for rx in self._ignore:
             text = rx.sub("", text)
+        if self._preset is not None:
+            return self._preset(text)
         if p["ignore_case"]:
             text = text.lower()
         if p["ignore_punctuation"]:
@@ -57,15 +98,21 @@ class TextMetric(Metric, abstract=True):
 
 
 class ExactMatch(TextMetric):
-    """1 when the prediction equals a target after the chosen normalisation."""
+    """1 when the prediction equals a target after the chosen normalisation.
+
+    With `preset: squad` it is SQuAD's exact match (v2's rule: references
+    that normalise to nothing are dropped unless all do)."""
 
     name = "exact_match"
     direction = Direction.MAXIMIZE
+    description = "1 when the prediction equals a target after the chosen normalisation (preset squad: SQuAD EM)"
 
     def score(self, sample: Sample, generation: Generation, context: dict) -> Score:
         pred = self.norm(self.prediction(generation, context))
-        hit = any(pred == self.norm(t) for t in sample.targets)
-        return Score.scored(self.name, 1.0 if hit else 0.0)
+        golds = [self.norm(t) for t in sample.targets]
+        if self._preset is squad_normalize:
+            golds = squad_golds(golds)
+        return Score.scored(self.name, 1.0 if pred in golds else 0.0)
 
 
 class Contains(TextMetric):
@@ -81,21 +128,28 @@ class Contains(TextMetric):
 
 
 def _tokens(text: str) -> list[str]:
-    text = _PUNCT.sub(" ", text.lower())
-    return [t for t in text.split() if t not in ("a", "an", "the")]
+    return squad_normalize(text).split()
 
 
 class TokenF1(TextMetric):
-    """SQuAD-style token F1 (lower-cased, punctuation and articles removed), max over targets."""
+    """SQuAD token F1, best over the targets.
+
+    SQuAD's normalisation (lower case, punctuation deleted, articles removed,
+    whitespace collapsed) and SQuAD v2's rules: references that normalise to
+    nothing are dropped unless all do, and an empty prediction against an
+    empty reference scores 1 (v1.1's script gives 0 there)."""
 
     name = "token_f1"
     direction = Direction.MAXIMIZE
+    description = "SQuAD token F1 (lower case, punctuation deleted, articles removed; v2 empty-answer rule)"
+    # 2: punctuation is deleted as in SQuAD (1 replaced it by a space)
+    version = "2"
 
     def score(self, sample: Sample, generation: Generation, context: dict) -> Score:
         pred = _tokens(self.prediction(generation, context))
         best = 0.0
-        for t in sample.targets:
-            gold = _tokens(t)
+        for t in squad_golds([squad_normalize(t) for t in sample.targets]):
+            gold = t.split()
             if not gold and not pred:
                 best = max(best, 1.0)
                 continue

@@ -25,7 +25,7 @@ def check_rag_template(spec: RunSpec, sample: Sample, raw: dict) -> None:
     qf = r.query_field or spec.dataset.input_field
     if raw.get(qf) in (None, "") and r.retriever != "precomputed":
         raise DataError(f"sample {sample.id!r}: no query field {qf!r} for retrieval")
-    if r.retriever == "precomputed" and not sample.retrieved_contexts:
+    if r.retriever == "precomputed" and sample.retrieved_contexts is None:  # empty: found nothing (scored 0)
         raise DataError(f"sample {sample.id!r}: retriever 'precomputed' needs retrieved_contexts on the sample")
     fields = {**raw, "contexts": ""}
     if spec.dataset.input_field in raw:  # else '{{ input }}' names a field the sample lacks

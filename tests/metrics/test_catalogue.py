@@ -31,6 +31,8 @@ EXPECTED = {
     "mrr": ("maximize", "retrieval"),
     "average_precision": ("maximize", "retrieval"),
     "ndcg_at_k": ("maximize", "retrieval"),
+    "r_precision": ("maximize", "retrieval"),
+    "ndcg": ("maximize", "retrieval"),
     "evidence_recall": ("maximize", "rag"),
     "freshness": ("maximize", "rag"),
     "stale_hit_rate": ("minimize", "rag"),
