@@ -65,8 +65,8 @@ def add_parsers(sub: Any) -> None:
     """Register this module's commands on the sub-command parser ``sub``."""
     c = sub.add_parser("compare", help="compare a candidate run with a baseline (direction-aware, paired tests, gates)",
                        description="Compare run B (candidate) with run A (baseline). Exit 0 when every metric passes "
-                                   "its grade and every gate holds, 1 when a metric grades fail or a gate fails, 2 on "
-                                   "a usage error.")
+                                   "its grade and every gate holds, 1 when a metric grades fail, a gate fails or no "
+                                   "metric is comparable (different datasets, say), 2 on a usage error.")
     c.add_argument("baseline", help="baseline result.json or run directory")
     c.add_argument("candidate", help="candidate result.json or run directory")
     c.add_argument("--warn-at", default="1%", metavar="X",

@@ -130,6 +130,11 @@ class Comparison:
     @property
     def failures(self) -> list[str]:
         out = [f"{m.name}: grade fail ({'; '.join(m.reasons)})" for m in self.metrics.values() if m.grade == "fail"]
+        if not any(m.comparable for m in self.metrics.values()):
+            # a comparison that compared nothing is no pass, with or without gates
+            why = sorted({r for m in self.metrics.values() for r in m.reasons}) or ["the runs share no metric"]
+            out.insert(0, f"no metric is comparable between {self.baseline.label} and {self.candidate.label} "
+                          f"({'; '.join(why)})")
         return out + [g.reason for g in self.gates if not g.passed]
 
     @property

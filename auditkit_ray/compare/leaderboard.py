@@ -3,9 +3,12 @@ pairwise paired tests with Holm correction, ties, and quality vs cost.
 
 Per metric:
 
-- Runs compare only when dataset fingerprint and metric identity match. The
-  largest such group (ties: the group of the earliest run) is ranked; other
-  runs are listed as excluded with the reason.
+- Runs compare only when dataset fingerprint and metric identity match. One
+  group is ranked, whatever the order of the runs: the baseline's group when
+  a baseline is given, else the largest group; two equally large groups are
+  refused (name the reference with ``baseline``). Runs outside it are listed
+  as excluded with the reason, and every output (ranks, winners, Pareto
+  fronts, cost table) reads the same group.
 - Ranking sorts by mean, descending for higher-is-better and ascending for
   lower-is-better metrics (equal means share a rank; label breaks the order).
 - Interval on every mean, at ``confidence``:
@@ -299,15 +302,32 @@ def _overlap(a: Entry, b: Entry) -> bool | None:
 
 
 # ----------------------------------------------------------------------------- one metric
+def _reference_group(name: str, have: list[tuple[LoadedRun, MetricSummary]], groups: dict[str, list[int]],
+                     baseline: LoadedRun | None) -> str:
+    """The group of mutually comparable runs that ``name`` ranks: a rule on the set of runs, not their order."""
+    if baseline is not None and name in baseline.result.metrics:
+        key = _group_key(baseline, baseline.result.metrics[name])
+        if key in groups:
+            return key
+    size = max(len(v) for v in groups.values())
+    largest = [k for k, v in groups.items() if len(v) == size]
+    if len(largest) > 1:
+        parts = sorted(", ".join(sorted(have[i][0].label for i in groups[k])) for k in largest)
+        raise ConfigError(
+            f"{name}: the runs fall into {len(largest)} equally large groups that cannot be compared with each other "
+            f"(different dataset or metric identity): {' | '.join(parts)}; rank one group, or name the reference "
+            "with --baseline FILE")
+    return largest[0]
+
+
 def _board(name: str, runs: list[LoadedRun], *, confidence: float, binary_ci: str, alpha: float, n_resamples: int,
-           seed: int,
-           pairwise: bool) -> MetricBoard:
+           seed: int, pairwise: bool, baseline: LoadedRun | None = None) -> MetricBoard:
     have = [(r, r.result.metrics[name]) for r in runs if name in r.result.metrics]
     groups: dict[str, list[int]] = {}
     for i, (r, s) in enumerate(have):
         groups.setdefault(_group_key(r, s), []).append(i)
-    ref_key = max(groups, key=lambda k: (len(groups[k]), -groups[k][0]))
-    ref_run, ref_s = have[groups[ref_key][0]]
+    ref_key = _reference_group(name, have, groups, baseline)
+    ref_run, ref_s = min((have[i] for i in groups[ref_key]), key=lambda rs: rs[0].label)
     board = MetricBoard(name=name, direction=ref_s.direction, aggregation=ref_s.aggregation)
     _, ds_notes = dataset_check(ref_run.result, ref_run.result)
     _, id_notes = metric_check(ref_s, ref_s)
@@ -416,8 +436,9 @@ def leaderboard(runs: Sequence[Any], *, metrics: Iterable[str] | None = None, co
     if [q for q in qual if q not in names]:
         raise ConfigError(f"quality metric(s) {', '.join(q for q in qual if q not in names)} not on the leaderboard")
     axis, axis_note = choose_axis(cost_axis, [r.result for r in loaded])
+    base = load(baseline) if baseline is not None else None
     boards = {m: _board(m, loaded, confidence=confidence, binary_ci=binary_ci, alpha=alpha, n_resamples=n_resamples,
-                        seed=seed, pairwise=pairwise)
+                        seed=seed, pairwise=pairwise, baseline=base)
               for m in names}
     lb = Leaderboard(runs=[RunRef.of(r) for r in loaded], metrics=boards, cost_axis=axis,
                      cost=[cost_row(r.label, r.result, names) for r in loaded], pareto={}, confidence=confidence,
@@ -446,8 +467,7 @@ def leaderboard(runs: Sequence[Any], *, metrics: Iterable[str] | None = None, co
             ref.samples_reason = r._scores[1]
     for r in loaded:
         lb.gates += threshold_gates(r.result, r.label, fail_under, fail_over)
-    if baseline is not None:
-        base = load(baseline)
+    if base is not None:
         lb.baseline = RunRef.of(base)
         for r in loaded:
             cmp = compare(base, r, metrics=[m for m in names if m in r.result.metrics or m in base.result.metrics],

@@ -120,8 +120,6 @@ def format_comparison(c: Any) -> str:
     fails = c.failures
     if fails:
         lines.append(f"result: {len(fails)} failure(s)")
-    elif not any(m.comparable for m in c.metrics.values()):
-        lines.append("result: ok, but no metric is comparable (see the reasons above)")
     else:
         lines.append("result: ok")
     for f in fails:
@@ -259,14 +257,19 @@ def format_leaderboard(lb: Any, *, pairwise: bool = False, width: int = 120) -> 
     table = [[f(r) for _, f in cols] for r in lb.cost]
     keep = [i for i in range(len(cols)) if any(row[i] != "-" for row in table)]
     head = ["run"] + [cols[i][0] for i in keep]
-    lines += tx.table(head, [[short.get(r.run, cut(r.run, name_w))] + [row[i] for i in keep]
-                             for r, row in zip(lb.cost, table)], indent="  ")
+    # a run no metric ranks (another dataset, nothing scored) is marked, so its cost is not read against the rest
+    ranked_anywhere = {e.run for b in lb.metrics.values() for e in b.ranked}
+    unranked = {r.run for r in lb.cost} - ranked_anywhere
+    lines += tx.table(head, [[short.get(r.run, cut(r.run, name_w)) + (" (not ranked)" if r.run in unranked else "")]
+                             + [row[i] for i in keep] for r, row in zip(lb.cost, table)], indent="  ")
     for n in lb.notes:
         lines.append(f"  note: {n}")
     for m, pf in lb.pareto.items():
+        out = f" ({len(pf.excluded)} not ranked: {', '.join(short.get(x, x) for x in sorted(pf.excluded))})" \
+            if pf.excluded else ""
         lines.append(f"  Pareto front, {m} {pf.direction.arrow} vs {pf.axis} ↓: "
                      f"{', '.join(short.get(x, x) for x in pf.front) or '-'}"
-                     f" ({len(pf.dominated)} dominated)")
+                     f" ({len(pf.dominated)} dominated){out}")
     if lb.baseline is not None:
         lines.append("")
         th = next(iter(lb.comparisons.values())).thresholds if lb.comparisons else None

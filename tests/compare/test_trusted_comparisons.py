@@ -1,0 +1,65 @@
+"""Answers a user can trust (issue 30): a gate over runs with nothing in common never passes, and the
+leaderboard ranks the same group whatever the order of its arguments. The real console script, in a
+subprocess."""
+
+import json
+
+import pytest
+from console import console
+
+pytest.importorskip("scipy")
+pytest.importorskip("pyarrow")
+
+IDS = [f"q{i:03d}" for i in range(40)]
+
+
+def _acc(every: int) -> dict:
+    return {"acc": {"values": {i: float(k % every != 0) for k, i in enumerate(IDS)}}}
+
+
+@pytest.fixture
+def runs(tmp_path, make_run):
+    """a and b on one dataset, other (better and faster) on another."""
+    return {
+        "a": make_run(tmp_path, "a", _acc(10), perf={"wall_s": 20.0, "latency_p50_s": 2.0}),  # 0.9
+        "b": make_run(tmp_path, "b", _acc(2), perf={"wall_s": 30.0, "latency_p50_s": 3.0}),  # 0.5
+        "other": make_run(tmp_path, "other", {"acc": {"values": {i: 1.0 for i in IDS}}}, dataset="e" * 64,
+                          perf={"wall_s": 5.0, "latency_p50_s": 0.5}),
+    }
+
+
+@pytest.mark.parametrize("gate", [[], ["--fail-under", "acc=0.1"], ["--max-regression", "50%"]],
+                         ids=["no-gate", "fail-under", "max-regression"])
+def test_a_gate_over_incomparable_runs_never_passes(runs, gate):
+    r = console("compare", runs["a"], runs["other"], "--resamples", "50", *gate)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "no metric is comparable between a and other" in r.stderr and "dataset fingerprints differ" in r.stderr
+    assert "result: ok" not in r.stdout and "Traceback" not in r.stderr
+
+
+def test_leaderboard_winner_does_not_depend_on_argument_order(runs):
+    boards = []
+    for order in (("a", "b", "other"), ("other", "b", "a"), ("b", "other", "a")):
+        r = console("leaderboard", *(runs[k] for k in order), "--json", "--resamples", "50")
+        assert r.returncode == 0, r.stderr
+        boards.append(json.loads(r.stdout))
+    for board in boards:
+        acc = board["metrics"]["acc"]
+        assert acc["winners"] == ["a"]
+        assert [e["run"] for e in acc["entries"] if e["rank"] is not None] == ["a", "b"]
+        (other,) = [e for e in acc["entries"] if e["run"] == "other"]
+        assert other["rank"] is None and "not comparable" in other["excluded"]
+        # the Pareto front reads the ranked group only: 'other' is better and faster, but on another dataset
+        front = board["pareto"]["acc"]
+        assert front["front"] == ["a"] and "other" in front["excluded"]
+    # two runs on two datasets: no rule picks one, so the board is refused (same answer both ways)
+    for pair in (("a", "other"), ("other", "a")):
+        r = console("leaderboard", *(runs[k] for k in pair), "--resamples", "50")
+        assert r.returncode == 2, (r.stdout, r.stderr)
+        assert "equally large groups" in r.stderr and "a | other" in r.stderr and "--baseline" in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    # --baseline names the reference group, whatever the order
+    for pair in (("a", "other"), ("other", "a")):
+        r = console("leaderboard", *(runs[k] for k in pair), "--baseline", runs["other"], "--json", "--resamples", "50")
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["metrics"]["acc"]["winners"] == ["other"]
