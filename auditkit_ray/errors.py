@@ -1,7 +1,7 @@
 """Typed errors. Each maps to a CLI exit code.
 
 0 ok, 1 a gate failed or a regression, 2 usage or configuration error,
-130 interrupted. User mistakes raise one of these and the CLI prints one line,
+130 interrupted (SIGINT), 143 terminated (SIGTERM). User mistakes raise one of these and the CLI prints one line,
 never a traceback.
 """
 
@@ -11,6 +11,7 @@ EXIT_OK = 0
 EXIT_GATE = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
 
 
 class AuditKitError(Exception):
@@ -58,6 +59,11 @@ class ModelLoadError(RunError):
 
 class GateFailed(AuditKitError):
     exit_code = EXIT_GATE
+
+
+class Interrupted(KeyboardInterrupt):
+    """A run stopped by SIGINT or SIGTERM, with what it leaves (how many shards are stored). A
+    ``KeyboardInterrupt``, so nothing that handles a failed run or sweep cell takes it for one."""
 
 
 def require(module: str, extra: str):

@@ -1,7 +1,7 @@
 """The ``auditkit-ray`` command: a thin layer over the public functions (``auditkit_ray.api``).
 
 ``main(argv) -> int``; exit codes: 0 ok, 1 a gate failed, 2 usage or
-configuration error, 130 interrupted. User mistakes print one line to
+configuration error, 130 interrupted (SIGINT), 143 terminated (SIGTERM). User mistakes print one line to
 stderr, never a traceback. One module per command group registers its
 sub-commands (``add_parsers``); this one parses, sets up the terminal
 (``output``) and maps errors to exit codes.
@@ -12,13 +12,16 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
+from typing import Any
 
 from .. import api
 from .._version import __version__
-from ..errors import EXIT_INTERRUPTED, EXIT_USAGE, AuditKitError
-from . import compare, config, k8s, lmeval, output, report, run, runs, sweep
+from ..errors import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, AuditKitError, Interrupted
+from . import cache, catalogue, compare, config, inspect, k8s, lmeval, noise, output, report, run, runs, sweep
 
 
 class UsageError(Exception):
@@ -33,13 +36,17 @@ class Parser(argparse.ArgumentParser):
 
 #: the command groups, in the order their commands are listed by --help
 GROUPS = (config.add_parsers, run.add_run_parser, compare.add_parsers, sweep.add_parsers, k8s.add_parsers,
-          runs.add_parsers, run.add_stored_parsers, report.add_parsers, config.add_init_parser, lmeval.add_parsers)
+          runs.add_parsers, run.add_stored_parsers, report.add_parsers, config.add_init_parser, lmeval.add_parsers,
+          catalogue.add_parsers, inspect.add_parsers, cache.add_parsers)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line; each sub-command's handler is its ``handler`` default."""
     p = Parser(prog="auditkit-ray", description="Distributed batch evaluation of language models and agents on Ray.")
     p.add_argument("--version", action="version", version=f"auditkit-ray {__version__}")
+    p.add_argument("--verbose", action="store_true",
+                   help="also show Ray's and native libraries' own log lines (anywhere on the line; by default "
+                        "they go to a log file, named at the end when the command fails)")
     sub = p.add_subparsers(dest="command", parser_class=Parser)
     for add in GROUPS:
         add(sub)
@@ -52,9 +59,19 @@ def _cwd_on_path() -> None:
         sys.path.insert(0, os.getcwd())
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, taken as an interrupt: the command stops the way Ctrl-C stops it."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise _Terminated()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command line; returns its exit code."""
     parser = build_parser()
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else signal.getsignal(signal.SIGTERM)
     try:
         args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
         if not args.command:
@@ -70,18 +87,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AuditKitError as exc:
         print(f"error: {api.scrub_secrets(str(exc))}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # the reader of our output went away (`| head`): what it wanted it has; stop quietly, as Unix tools do
+        _quiet_stdout()
+        return 0
+    except KeyboardInterrupt as exc:
+        what = "terminated" if isinstance(exc, _Terminated) or isinstance(exc.__cause__, _Terminated) else "interrupted"
+        print(f"{what}" + (f": {exc}" if isinstance(exc, Interrupted) else ""), file=sys.stderr)
+        return EXIT_TERMINATED if what == "terminated" else EXIT_INTERRUPTED
     except SystemExit as exc:  # argparse --help / --version
         return int(exc.code or 0)
+    finally:
+        if main_thread and previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null: its reader is gone, and the flush at exit must not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no real file descriptor behind stdout (a test's capture)
+        pass
 
 
 def entrypoint() -> None:
     """The console script ``auditkit-ray``."""
-    code = main()
+    argv = sys.argv[1:]
+    verbose = "--verbose" in argv[: argv.index("--")] if "--" in argv else "--verbose" in argv
+    noise.filter_foreign_lines(verbose)
+    code = main([a for a in argv if a != "--verbose"] if verbose else argv)
+    noise.set_exit_code(code)
     output.warnings_until_exit()
-    sys.stdout.flush()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
     sys.stdout = sys.stderr  # what Ray prints while it shuts down at exit is not the command's output
     # The interpreter's last garbage collection walks every object the run left (Ray, Arrow, pandas,
     # metrics), a noticeable pause at the exit of each command, and nothing left needs collecting once

@@ -14,7 +14,7 @@ import warnings
 from typing import Any, Callable, Iterator
 
 from ..config.models import RunSpec
-from ..errors import AuditKitError, InfrastructureError, RunError
+from ..errors import AuditKitError, InfrastructureError, Interrupted, RunError
 from ..store.db import ExperimentDB
 from ..store.layout import RunLayout
 from .merge import merge
@@ -223,6 +223,9 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool, *, acto
                     st["new_tokens"] += out.completion_tokens
                 if out.model_size_bytes:
                     st["model_size"] = out.model_size_bytes
+    except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM through the CLI's handler
+        raise Interrupted(f"{name}: {_stored_shards(plans, bar.done)} of {bar.total} shards are stored; run the "
+                          "same command again to resume from them") from exc
     except Exception as exc:  # noqa: BLE001 - re-raised as a clear error
         if handle.aborted is not None:
             raise handle.aborted from None
@@ -236,6 +239,14 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool, *, acto
     if handle.aborted is not None:
         raise handle.aborted
     return stats
+
+
+def _stored_shards(plans: list[Plan], seen: int) -> int:
+    """How many of the runs' shards the store holds (a shard is stored before the driver reads its row)."""
+    try:
+        return sum(len({n for n in p.store.list(p.layout.shards_dir) if n.endswith(".parquet")}) for p in plans)
+    except Exception:  # noqa: BLE001 - an unreachable store: what the driver saw is a lower bound
+        return seen
 
 
 def track(plan: Plan, result: Any, parent_run_id: str | None = None) -> None:

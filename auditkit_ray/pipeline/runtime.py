@@ -38,6 +38,28 @@ def init_ray(address: str | None, execution: Any) -> Any:
     # workers import user code relative to the driver's working directory, and only from there
     worker_env = {"PYTHONPATH": pythonpath, "AUDITKIT_RAY_WORKDIR": cwd}
     kwargs: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": log_to_driver()}
+    with _sigterm_kept():
+        _start(ray, address, execution, worker_env, kwargs)
+    return ray
+
+
+@contextlib.contextmanager
+def _sigterm_kept() -> Iterator[None]:
+    """``ray.init`` replaces the process's SIGTERM handler with ``sys.exit(15)`` (a stack dump, exit 15); keep
+    the caller's handler (the CLI's: stop cleanly, exit 143)."""
+    import signal
+    import threading
+
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        yield
+    finally:
+        if main and callable(before):
+            signal.signal(signal.SIGTERM, before)
+
+
+def _start(ray: Any, address: str | None, execution: Any, worker_env: dict[str, str], kwargs: dict[str, Any]) -> None:
     if address:
         ray.init(address=address, runtime_env={"env_vars": worker_env}, **kwargs)
     else:
@@ -57,7 +79,6 @@ def init_ray(address: str | None, execution: Any) -> Any:
                 **kwargs,
             )
         atexit.register(release_local_cluster)  # runs before Ray's own exit hook (atexit is last in, first out)
-    return ray
 
 
 @contextlib.contextmanager

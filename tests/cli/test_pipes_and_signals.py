@@ -1,0 +1,90 @@
+"""The command line behaves like one (issue 30): a reader that goes away (``| head``) ends the command
+quietly with exit 0. The real console script, in a subprocess."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from console import EXE
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _reader_gone(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """Run with stdout a pipe whose only reader is closed before the command writes: its first write
+    meets EPIPE (deterministically, unlike `| head`, where a small output may fit the pipe's buffer)."""
+    p = subprocess.Popen([EXE, *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdout.close()
+    err = p.stderr.read()
+    return subprocess.CompletedProcess(args, p.wait(timeout=120), "", err)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests" / "compare"))
+    try:
+        from conftest import build_run  # the compare tests' run writer (no Ray)
+    finally:
+        sys.path.pop(0)
+    root = tmp_path_factory.mktemp("runs")
+    ids = [f"q{i}" for i in range(20)]
+    return [build_run(root, n, {"acc": {"values": {i: float(k % d != 0) for k, i in enumerate(ids)}}})
+            for n, d in (("base", 3), ("cand", 4))]
+
+
+@pytest.mark.parametrize("command", ["compare", "leaderboard", "schema", "init", "k8s render"])
+def test_compare_piped_into_head_exits_zero_without_a_traceback(command, runs, tmp_path):
+    args = {
+        "compare": ["compare", *map(str, runs), "--resamples", "50"],
+        "leaderboard": ["leaderboard", *map(str, runs), "--resamples", "50"],
+        "schema": ["schema"],
+        "init": ["init", str(tmp_path / "new")],
+        "k8s render": ["k8s", "render", str(ROOT / "jobs/examples/leaderboard.yaml"), "--store", "s3://b/p"],
+    }[command]
+    r = _reader_gone(args, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("sig, code, word", [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")],
+                         ids=["SIGTERM", "SIGINT"])
+def test_a_signal_stops_the_run_cleanly_naming_the_stored_shards_and_running_again_resumes(sig, code, word, tmp_path):
+    import json
+    import time
+
+    import yaml
+
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"id": f"s{i:02d}", "q": f"q{i}", "a": "x"}) + "\n" for i in range(24)))
+    store = tmp_path / "store"
+    cfg = {"name": "long", "dataset": {"path": str(data), "input_field": "q", "target_field": "a"},
+           "model": {"type": "simulated", "fixed_cost_s": 0.6, "per_token_s": 0.0},
+           "metrics": ["exact_match"], "execution": {"shard_size": 2, "generation_actors": 1},
+           "store": {"path": str(store)}, "tracking": {"index": False}}
+    run = tmp_path / "run.yaml"
+    run.write_text(yaml.safe_dump(cfg))
+    p = subprocess.Popen([EXE, "run", str(run), "--quiet"], cwd=tmp_path, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and p.poll() is None and not list(store.glob("runs/*/*/shard-*.parquet")):
+        time.sleep(0.1)
+    assert p.poll() is None, "the run ended before a shard was stored: " + p.stderr.read()
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == code, err
+    # our one line, and at most the note naming the log file that holds Ray's own lines
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert lines and lines[0].startswith(f"{word}: long: ") and "run the same command again" in lines[0], err
+    assert all(ln.startswith("(Ray and library log lines of this command: ") for ln in lines[1:]), err
+    stored = int(lines[0].split(": ")[2].split(" of ")[0])
+    assert 1 <= stored < 12, lines[0]
+    assert "Traceback" not in err and "Stack (most recent call first)" not in err, err
+    again = subprocess.run([EXE, "run", str(run), "--json"], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["perf"]["samples"] == 24
