@@ -34,8 +34,8 @@ __all__ = [
     "build_report", "compare", "evaluate", "evaluate_many", "experiment_db", "format_run", "generate", "init_project",
     "k8s_dump", "k8s_render", "k8s_submit", "leaderboard", "list_metrics", "lmeval", "load_config", "load_run",
     "load_sweep", "open_store", "parse_assignments", "parse_max_regression", "query_runs", "render_report", "rescore",
-    "rescore_spec", "run_fingerprint", "samples_table", "schema", "scrub_secrets", "show_run", "sweep", "sweep_plan",
-    "sync_runs", "use_color", "validate",
+    "rescore_spec", "resolve_run", "run_fingerprint", "samples_table", "schema", "scrub_secrets", "show_run", "sweep",
+    "sweep_plan", "sync_runs", "use_color", "validate",
 ]
 
 
@@ -173,7 +173,7 @@ def rescore_spec(run: str | os.PathLike, metrics: Sequence[str] | None = None,
     from .config import load_run_spec, run_spec_from_dict
     from .core.result import load_run as _load_run
 
-    p = Path(run)
+    p = Path(resolve_run(run))
     run_dir = p.parent if p.name == "result.json" else p
     result = _load_run(run_dir)
     data = dict(result.config)
@@ -281,6 +281,40 @@ def lmeval(tasks: str | Iterable[str], model: str | os.PathLike, **options: Any)
 
 
 # ----------------------------------------------------------------------------- stored results
+def resolve_run(ref: Any, *, db: Any = None) -> Any:
+    """A run as commands take it: a RunResult, a run directory or ``result.json`` (local or ``s3://``), a
+    unique prefix of a folder's name in an existing folder (``results/sweeps/b18bb8d0``), or a fingerprint
+    prefix, run id or name that the ExperimentDB knows (the short fingerprints the commands print)."""
+    if not isinstance(ref, (str, os.PathLike)):
+        return ref
+    text = str(ref)
+    if "://" in text or Path(text).exists():
+        return ref
+    p = Path(text)
+    if os.sep in text and p.parent.is_dir() and p.name:  # a bare word is a name or fingerprint, not a folder
+        hits = [c for c in p.parent.iterdir() if c.name.startswith(p.name) and not c.name.startswith(".")]
+        if len(hits) == 1:
+            return hits[0]
+        if len(hits) > 1:
+            raise ConfigError(f"{text}: {len(hits)} entries of {p.parent} start with {p.name!r} "
+                              f"({', '.join(sorted(h.name[:16] for h in hits)[:4])}, ...); give more of the name")
+    if os.sep in text or text.endswith(".json"):
+        return ref  # a path that is not there: the reader says so
+    from .store.db import ExperimentDB
+
+    database = db if isinstance(db, ExperimentDB) else ExperimentDB(db)
+    try:
+        row = database.get(text)
+    except ConfigError as exc:
+        raise ConfigError(f"{text}: not a file or run directory, and {exc}" if str(exc).startswith("no run matches")
+                          else str(exc)) from None
+    uri = row.get("result_uri")
+    if not uri:
+        raise ConfigError(f"{text}: the ExperimentDB knows run {row['fingerprint'][:12]} but not where its "
+                          "result.json is (run `auditkit-ray runs sync STORE`)")
+    return uri
+
+
 def load_run(path: str | os.PathLike) -> RunResult:
     """A stored RunResult from a run directory or its ``result.json`` (local or ``s3://``)."""
     from .store.samples import load_result
@@ -342,14 +376,16 @@ def compare(baseline: Any, candidate: Any, **options: Any) -> Comparison:
     direction-aware deltas, grades with reasons, paired tests, gates."""
     from .compare.comparison import compare as _compare
 
-    return _compare(baseline, candidate, **options)
+    return _compare(resolve_run(baseline), resolve_run(candidate), **options)
 
 
 def leaderboard(runs: Sequence[Any], **options: Any) -> Leaderboard:
     """Rank runs per metric with intervals, winners and ties, pairwise paired tests and quality vs cost."""
     from .compare.leaderboard import leaderboard as _leaderboard
 
-    return _leaderboard(runs, **options)
+    if options.get("baseline") is not None:
+        options["baseline"] = resolve_run(options["baseline"])
+    return _leaderboard([resolve_run(r) for r in runs], **options)
 
 
 def parse_assignments(items: Iterable[str] | None, flag: str) -> dict[str, float]:
@@ -369,9 +405,11 @@ def parse_max_regression(items: Iterable[str] | None) -> Any:
 def build_report(runs: Iterable[Any], **options: Any) -> Report:
     """The report on runs (run directories, result.json files, sweep directories or RunResults):
     leaderboard, baseline comparisons and gates, ready for ``render_report``."""
+    from .report.loader import Inputs
     from .report.loader import build_report as _build
 
-    return _build(runs, **options)
+    # the baseline may name one of the runs by label: the loader resolves it
+    return _build(runs if isinstance(runs, Inputs) else [resolve_run(r) for r in runs], **options)
 
 
 def render_report(report: Report, fmt: str = "text", **options: Any) -> str:
@@ -432,3 +470,64 @@ def init_project(directory: str | os.PathLike = ".", *, force: bool = False) -> 
     finally:
         os.chdir(here)
     return written
+
+
+# --- catalogue, cache, inspect (issue 33)
+def catalogue(kind: str | None = None) -> list[dict[str, Any]]:
+    """Every registered backend, metric, annotator, judge and oracle (or those of one ``kind``): name,
+    direction, family, required fields, the pip extra it needs, description."""
+    from .catalogue import catalogue as _catalogue
+
+    return _catalogue(kind)
+
+
+def catalogue_kinds() -> tuple[str, ...]:
+    """The kinds ``catalogue`` lists: backend, metric, annotator, judge, oracle."""
+    from .catalogue import KINDS
+
+    return KINDS
+
+
+def cache_stats(store: str = "results", *, response_cache: str | os.PathLike | None = None, recent: int = 10,
+                endpoint_url: str | None = None, region: str | None = None) -> dict[str, Any]:
+    """The generation cache of a result store and the API/judge response cache: entries, size, age, and
+    the cache hits of the store's ``recent`` newest runs (``auditkit_ray.store.cache``)."""
+    from .store.cache import cache_stats as _stats
+
+    return _stats(_cache_store(store, endpoint_url, region), response_cache=response_cache, recent=recent)
+
+
+def _cache_store(store: str, endpoint_url: str | None, region: str | None) -> ResultStore:
+    if "://" not in store and not os.path.isdir(store):
+        raise ConfigError(f"--store {store}: no such result store (a directory, or s3://bucket/prefix)")
+    return open_store(store, endpoint_url, region)
+
+
+def cache_clear(store: str | None = "results", *, everything: bool = False, fingerprint: str | None = None,
+                older_than: str | None = None, generations: bool = True, responses: bool = True,
+                response_cache: str | os.PathLike | None = None, endpoint_url: str | None = None,
+                region: str | None = None) -> dict[str, Any]:
+    """Remove cache entries: all, those of a fingerprint prefix, or those older than an age such as ``7d``
+    (``auditkit_ray.store.cache.cache_clear``); run results are kept. Returns what was removed."""
+    from .store.cache import cache_clear as _clear
+
+    st = _cache_store(store, endpoint_url, region) if store is not None else None
+    return _clear(st, everything=everything, fingerprint=fingerprint, older_than=older_than,
+                  generations=generations, responses=responses, response_cache=response_cache)
+
+
+def inspect_trace(path: str | os.PathLike, *, dataset: str | os.PathLike | None = None, episode: str | None = None,
+                  metrics: Sequence[str] | None = None) -> dict[str, Any]:
+    """Read-only inspection of a JSONL agent trace: turns and tool calls (parallel within a turn, sequential
+    across turns), the metrics that could score it and the fields the others lack, what each oracle needs.
+    ``dataset``: the tool-calling samples the episodes answer (by id). No model call, nothing written."""
+    from .trace_inspect import inspect_trace as _inspect
+
+    return _inspect(path, dataset=dataset, episode=episode, metrics=list(metrics) if metrics else None)
+
+
+def format_inspection(report: dict[str, Any]) -> str:
+    """``inspect_trace``'s result as text."""
+    from .trace_inspect import format_inspection as _format
+
+    return _format(report)

@@ -63,3 +63,39 @@ def test_leaderboard_winner_does_not_depend_on_argument_order(runs):
         r = console("leaderboard", *(runs[k] for k in pair), "--baseline", runs["other"], "--json", "--resamples", "50")
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)["metrics"]["acc"]["winners"] == ["other"]
+
+
+def test_a_short_fingerprint_or_run_name_names_a_run_wherever_a_run_is_taken(runs, tmp_path):
+    from auditkit_ray import experiment_db, load_run
+
+    db = tmp_path / "db.sqlite"
+    index = experiment_db(db)
+    for path in runs.values():
+        index.record(load_run(path), result_uri=str(path))
+    env = {"AUDITKIT_RAY_DB": str(db)}
+    fa, fb = (load_run(runs[k]).fingerprint[:12] for k in ("a", "b"))
+    r = console("compare", fa, "b", "--resamples", "50", "--json", env=env)  # a fingerprint prefix and a run name
+    assert r.returncode == 1 and "acc: grade fail" in r.stderr, r.stderr  # b is worse: compared, and graded
+    got = json.loads(r.stdout)
+    assert (got["baseline"]["label"], got["candidate"]["label"]) == ("a", "b")
+    r = console("leaderboard", fa, fb, "--json", "--resamples", "50", env=env)
+    assert r.returncode == 0 and json.loads(r.stdout)["metrics"]["acc"]["winners"] == ["a"], r.stderr
+    # a folder's unique prefix (the sweep directories the commands print are cut to 12 characters)
+    r = console("report", str(runs["a"].parent.parent / "oth"), "-f", "json", env=env)
+    assert r.returncode == 0, r.stderr
+    # what names nothing, or more than one run, is one line naming it
+    for ref, why in (("0000dead", "no run matches '0000dead'"), (str(tmp_path / "nothing-here"), "nothing-here")):
+        r = console("compare", ref, "b", env=env)
+        assert r.returncode == 2 and why in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_samples_table_named_in_the_lmeval_docs_is_importable_from_the_facade(runs):
+    from pathlib import Path
+
+    import auditkit_ray
+    from auditkit_ray import samples_table
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "lmeval.md").read_text()
+    assert "samples_table(result)" in doc and "samples_table" in auditkit_ray.__all__
+    table = samples_table(runs["a"])
+    assert table.num_rows == len(IDS) and {"sample_id", "scores"} <= set(table.column_names)
