@@ -136,7 +136,8 @@ class ScoreStage:
     def _tally(items: list[dict], gens: list[dict], scores: list[list[Any]], corpus: dict) -> ShardTally:
         """The summary's share of the shard just written, from the same rows:
         the driver merges tallies, not the files."""
-        return ShardTally.of_rows(({"sample_id": it["request"]["sample_id"], "error": g.get("error"), "scores": sc,
+        return ShardTally.of_rows(({"sample_id": it["request"]["sample_id"],
+                                    "repeat": it["request"].get("repeat", 0), "error": g.get("error"), "scores": sc,
                                     "latency_s": g.get("latency_s"), "latency_scope": g.get("latency_scope"),
                                     "prompt_tokens": g.get("prompt_tokens"),
                                     "completion_tokens": g.get("completion_tokens"),

@@ -21,7 +21,7 @@ from ..core.types import Score, Status
 MAX_LISTED_ERRORS = 100
 
 #: the stored rows' columns a tally reads
-COLUMNS = ["sample_id", "error", "scores", "latency_s", "latency_scope", "prompt_tokens", "completion_tokens",
+COLUMNS = ["sample_id", "repeat", "error", "scores", "latency_s", "latency_scope", "prompt_tokens", "completion_tokens",
            "token_source", "gen_metadata"]
 
 
@@ -42,6 +42,8 @@ class ShardTally:
     cost: float | None = None
     retries: int = 0
     cached: int = 0
+    #: per score name: the samples whose repeats disagree (``flaky_samples``), in row order
+    flaky: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
     def of_rows(cls, rows: Iterable[dict[str, Any]], corpus_metrics: dict[str, Any],
@@ -55,8 +57,13 @@ class ShardTally:
         values: dict[str, list[float]] = {}  # per score name: the scored values, in row order
         others: dict[str, list[Status]] = {}  # per score name: the other statuses
         scored, error, read = Status.SCORED, Status.ERROR, Score.read_json_dict
+        outcomes: list[tuple[str, int, str, Status, Any]] = []  # (sample id, repeat, name, status, value)
+        outcome = outcomes.append
+        repeated = False
         for row in rows:
             t.n_rows += 1
+            sid, rep = row["sample_id"], row.get("repeat") or 0
+            repeated = repeated or rep > 0
             if row["error"]:
                 t.error_count += 1
                 if len(errors) < MAX_LISTED_ERRORS:
@@ -65,6 +72,7 @@ class ShardTally:
                 if type(sc) is dict:
                     sc = read(sc)
                 name, status = sc.name, sc.status
+                outcome((sid, rep, name, status, sc.value))
                 vals = values.get(name)
                 if vals is None:
                     vals = values[name] = []
@@ -96,7 +104,27 @@ class ShardTally:
                 counts[st.value] += 1
             t.stats[name] = MeanStats(n=len(vals), total=math.fsum(vals), total_sq=math.fsum([v * v for v in vals]),
                                       binary=set(vals) <= {0.0, 1.0}, counts=counts)
+        if repeated:
+            t.flaky = flaky_samples(outcomes)
         return t
+
+
+def flaky_samples(outcomes: Iterable[tuple[str, int, str, Status, Any]]) -> dict[str, list[str]]:
+    """Per score name, the samples whose repeats disagree: two repeats' scores differ in status or value.
+
+    ``outcomes`` are (sample id, repeat, name, status, value) in row order. A sample with several requests
+    per repeat (one per choice) compares each request with the same request of the other repeats: the k-th
+    row of a (sample, repeat) is its k-th request. A metric scored once per sample (scope "group") has
+    nothing to compare and is never flaky."""
+    first: dict[tuple[str, str, int], tuple[Status, Any]] = {}
+    nth: dict[tuple[str, str, int], int] = {}
+    out: dict[str, dict[str, None]] = {}
+    for sid, rep, name, status, value in outcomes:
+        k = nth[(name, sid, rep)] = nth.get((name, sid, rep), -1) + 1
+        seen = first.setdefault((name, sid, k), (status, value))
+        if seen != (status, value):
+            out.setdefault(name, {})[sid] = None
+    return {name: list(ids) for name, ids in out.items()}
 
 
 def corpus_metrics(metrics: Iterable[Any]) -> dict[str, Any]:

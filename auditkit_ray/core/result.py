@@ -20,6 +20,9 @@ from .metric import Direction
 
 FORMAT_VERSION = 1
 
+#: flaky samples a MetricSummary names (``flaky`` counts all of them)
+MAX_LISTED_FLAKY = 100
+
 #: format N -> function upgrading a dict of format N to format N+1
 _UPGRADERS: dict[int, Callable[[dict], dict]] = {}
 
@@ -47,6 +50,11 @@ class MetricSummary(_Model):
     identity: dict[str, Any] = Field(default_factory=dict)
     #: corpus-level metrics record their own signature (e.g. sacrebleu's)
     signature: str | None = None
+    #: with repeats: samples whose repeats disagree on this metric (their scores differ in status or value).
+    #: Counted beside ``counts``, not in it: each repeat's score keeps its own status, and ``total`` sums those
+    flaky: int = 0
+    #: the first ``MAX_LISTED_FLAKY`` of them, in sample order
+    flaky_samples: list[str] = Field(default_factory=list)
 
 
 class Perf(_Model):

@@ -18,7 +18,7 @@ from typing import Any, Iterable
 from .._version import __version__
 from ..actors.tally import COLUMNS, MAX_LISTED_ERRORS, ShardTally, corpus_metrics, run_metrics
 from ..core.gcpause import gc_paused
-from ..core.result import Perf, RunResult, SampleError, TokenUsage
+from ..core.result import MAX_LISTED_FLAKY, Perf, RunResult, SampleError, TokenUsage
 from ..core.summary import Accumulator
 from ..store.base import ResultStore
 from .plan import Plan
@@ -69,6 +69,7 @@ def merge(plan: Plan, store: ResultStore, *, wall_s: float, generated: int, gene
 
     acc = Accumulator(metric_objs)
     total = ShardTally()
+    flaky: dict[str, list[str]] = {}  # per score name: every flaky sample, in shard order
     for i in range(plan.n_shards):  # in shard order, whoever tallied what
         t = tallies[i]
         for name, st in t.stats.items():
@@ -87,7 +88,13 @@ def merge(plan: Plan, store: ResultStore, *, wall_s: float, generated: int, gene
             total.cost = (total.cost or 0.0) + t.cost
         total.retries += t.retries
         total.cached += t.cached
+        for name, ids in t.flaky.items():
+            flaky.setdefault(name, []).extend(ids)  # a shard holds all of a sample's repeats: no id twice
     summaries = acc.summaries()
+    for name, ids in flaky.items():
+        if name in summaries:
+            summaries[name].flaky = len(ids)
+            summaries[name].flaky_samples = ids[:MAX_LISTED_FLAKY]
     errors = [SampleError(sample_id=sid, stage=stage, message=msg) for sid, stage, msg in total.errors]
     tokens = TokenUsage(prompt=total.prompt_tokens, completion=total.completion_tokens, source=total.token_source)
     latencies, scopes = total.latencies, total.scopes

@@ -310,6 +310,26 @@ def _failed(report: Any) -> list[str]:
     return out
 
 
+def _flaky(report: Any) -> list[str]:
+    rows = [(run, m, s) for run in report.runs for m, s in run.result.metrics.items() if s.flaky]
+    if not rows:
+        return []
+    out = ['<section id="flaky"><h2>Flaky samples</h2>',
+           '<p class="note">Samples whose repeats disagree: their scores for the metric differ between repeats. '
+           "Each repeat's score still counts with its own status.</p>",
+           '<table class="sortable" id="flaky-table"><thead><tr><th data-key="run">run</th>'
+           '<th data-key="metric">metric</th><th class="num" data-key="flaky" data-type="num">flaky</th>'
+           '<th data-key="samples">samples</th></tr></thead><tbody>']
+    for run, m, s in rows:
+        more = f' <span class="note">and {s.flaky - len(s.flaky_samples)} more</span>' \
+            if s.flaky > len(s.flaky_samples) else ""
+        ids = ", ".join(f'<code class="flaky-sample">{e(x)}</code>' for x in s.flaky_samples)
+        out.append(f'<tr data-run="{e(run.label)}" data-metric="{e(m)}"><td>{e(run.label)}</td><td>{e(m)}</td>'
+                   f'<td class="num">{s.flaky}</td><td>{ids}{more}</td></tr>')
+    out.append("</tbody></table></section>")
+    return out
+
+
 def _heat(p: float | None) -> str:
     """Background for a Holm-adjusted p: saturated for small p, pale near 1."""
     if p is None:
@@ -754,7 +774,8 @@ def format_html(report: Any, *, max_samples: int = 10) -> str:
              f"<title>auditkit-ray report: {e(report.title)}</title>", f"<style>{CSS}</style>", "</head>", "<body>"]
     parts += _header(report)
     parts.append("<main>")
-    for section in (_failed(report), _regressions(report), _gates(report), _leaderboard(report), _pairwise(report),
+    for section in (_failed(report), _regressions(report), _gates(report), _leaderboard(report), _flaky(report),
+                    _pairwise(report),
                     _charts(report), _retention(report), _pareto(report),
                     _samples(report, max_samples), _runs(report)):
         parts += section

@@ -110,7 +110,8 @@ def _metric_cases(report: Any, run: Any, suite: ET.Element) -> None:
             out.append(f"{m} {s.direction.arrow} ({s.direction.value}, {s.aggregation}): mean {tx.num(s.mean)}"
                        f" {tx.interval(e.ci_low, e.ci_high) if e else tx.interval(s.ci_low, s.ci_high)}"
                        f" n={s.n} unscored={s.unscored} (unknown {c.get('unknown', 0)}, not_tested "
-                       f"{c.get('not_tested', 0)}, error {c.get('error', 0)})")
+                       f"{c.get('not_tested', 0)}, error {c.get('error', 0)})"
+                       + (f" flaky={s.flaky}" if s.flaky else ""))
             if e is not None and e.rank is not None:
                 best = " (best or tied with the best)" if e.tied_with_best else ""
                 out.append(f"rank {e.rank} of {len(board.ranked)}{best}")

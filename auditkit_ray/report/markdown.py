@@ -148,6 +148,7 @@ def format_markdown(report: Any, *, max_samples: int = 10) -> str:
     # -- per metric
     lines.append("<details><summary>Per-metric detail</summary>")
     lines.append("")
+    any_flaky = any(s.flaky for run in report.runs for s in run.result.metrics.values())
     for m, board in lb.metrics.items():
         better = "higher" if board.direction.value == "maximize" else "lower"
         if board.tie:
@@ -163,12 +164,25 @@ def format_markdown(report: Any, *, max_samples: int = 10) -> str:
             uns = f"{r.unscored} ({c.get('unknown', 0)}/{c.get('not_tested', 0)}/{c.get('error', 0)})" if r else "–"
             rows.append([str(e.rank) if e.rank is not None else "–", esc(e.run), tx.num(e.mean),
                          esc(_ci(e.ci_low, e.ci_high)),
-                         esc(e.ci_method or "-"), str(e.n), uns, esc(e.excluded or e.ci_note or "")])
-        lines += table(["rank", "run", "mean", "interval", "method", "n", "unscored (unknown/not tested/error)",
-                        "note"], rows,
-                       ["r", "l", "r", "r", "l", "r", "r", "l"])
+                         esc(e.ci_method or "-"), str(e.n), uns]
+                        + ([str(r.flaky) if r else "–"] if any_flaky else []) + [esc(e.excluded or e.ci_note or "")])
+        lines += table(["rank", "run", "mean", "interval", "method", "n", "unscored (unknown/not tested/error)"]
+                       + (["flaky"] if any_flaky else []) + ["note"], rows,
+                       ["r", "l", "r", "r", "l", "r", "r"] + (["r"] if any_flaky else []) + ["l"])
     lines.append("</details>")
     lines.append("")
+    if any_flaky:
+        lines.append("<details><summary>Flaky samples (repeats that disagree)</summary>")
+        lines.append("")
+        for run in report.runs:
+            for m, s in run.result.metrics.items():
+                if s.flaky:
+                    more = f" and {s.flaky - len(s.flaky_samples)} more" if s.flaky > len(s.flaky_samples) else ""
+                    lines.append(f"- {esc(run.label)} · {esc(m)}: {s.flaky} flaky: "
+                                 f"{', '.join(esc(x) for x in s.flaky_samples)}{more}")
+        lines.append("")
+        lines.append("</details>")
+        lines.append("")
 
     # -- quality vs cost
     if lb.cost:

@@ -55,6 +55,10 @@ def _unscored(m: Any) -> str:
     return f"{m.unscored} ({c.get('unknown', 0)}/{c.get('not_tested', 0)}/{c.get('error', 0)})"
 
 
+def _flaky(m: Any) -> str:
+    return str(getattr(m, "flaky", 0))
+
+
 def _table(head: Sequence[str], rows: Sequence[Sequence[tuple[str, str | None]]], right: set[int],
            color: bool) -> list[str]:
     """Rows of (text, style) cells; columns padded on the plain text."""
@@ -89,13 +93,17 @@ def _perf_line(result: RunResult) -> str:
 def format_run(result: RunResult, *, color: bool = False) -> str:
     """One run: a row per metric. ``color`` adds ANSI styles (plain by default)."""
     head = ["metric", "dir", "mean", "95% CI", "n", "unscored (unknown/not_tested/error)"]
+    flaky = any(m.flaky for m in result.metrics.values())  # a column only for runs with repeats that disagree
+    if flaky:
+        head.append("flaky")
     rows = []
     for name, m in result.metrics.items():
         ci = _ci(m.ci_low, m.ci_high)
         if m.ci_low is not None and abs(m.confidence - 0.95) > 1e-9:
             ci += f" ({m.confidence:.0%})"
         rows.append([(name, "bold"), (m.direction.arrow, "cyan"), (_f(m.mean), None), (ci, "dim"), (str(m.n), None),
-                     (_unscored(m), "yellow" if m.unscored else "dim")])
+                     (_unscored(m), "yellow" if m.unscored else "dim")]
+                    + ([(_flaky(m), "yellow" if m.flaky else "dim")] if flaky else []))
     errors = _paint(f"errors {result.error_count}", "red" if result.error_count else None, color)
     lines = [f"run {_paint(result.name, 'bold', color)}  fingerprint {result.fingerprint[:12]}  samples "
              f"{result.perf.samples}  {errors}"]
@@ -120,6 +128,9 @@ def format_sweep(results: Iterable[RunResult], *, title: str | None = None, colo
     labels = list(labels) if labels is not None else [r.name or r.run_id for r in runs]
     metrics = list(dict.fromkeys(m for r in runs for m in r.metrics))
     head = ["metric", "dir", "run", "mean", "95% CI", "n", "unscored (unknown/not_tested/error)"]
+    flaky = any(m.flaky for r in runs for m in r.metrics.values())
+    if flaky:
+        head.append("flaky")
     rows = []
     for name in metrics:
         have = [(lab, r.metrics[name]) for lab, r in zip(labels, runs) if name in r.metrics]
@@ -131,7 +142,8 @@ def format_sweep(results: Iterable[RunResult], *, title: str | None = None, colo
             rows.append([(name if i == 0 else "", "bold"), (direction.arrow if i == 0 else "", "cyan"), (lab, None),
                          (_f(s.mean) + (" *" if is_best else "  "), "best" if is_best else None),
                          (_ci(s.ci_low, s.ci_high), "dim"),
-                         (str(s.n), None), (_unscored(s), "yellow" if s.unscored else "dim")])
+                         (str(s.n), None), (_unscored(s), "yellow" if s.unscored else "dim")]
+                        + ([(_flaky(s), "yellow" if s.flaky else "dim")] if flaky else []))
     errors = sum(r.error_count for r in runs)
     head_line = f"{_paint(title, 'bold', color) + '  ' if title else ''}{len(runs)} runs  {len(metrics)} metrics  " \
                 f"{_paint(f'errors {errors}', 'red' if errors else None, color)}"

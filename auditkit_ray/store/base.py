@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import ConfigError, RunError
@@ -79,6 +80,37 @@ class LocalStore(ResultStore):
         if not d.is_dir():
             return []
         return sorted(f.name for f in d.iterdir() if f.is_dir() and not f.name.startswith("."))
+
+    def walk(self, prefix: str) -> list[tuple[str, int, float]]:
+        d = self._p(prefix)
+        if not d.is_dir():
+            return []
+        out = []
+        for f in sorted(d.rglob("*")):
+            if f.is_file() and not f.name.startswith("."):
+                st = f.stat()
+                out.append((f.relative_to(self.root).as_posix(), st.st_size, st.st_mtime))
+        return out
+
+    def delete(self, rels: Iterable[str]) -> int:
+        n = 0
+        for rel in rels:
+            p = self._p(rel)
+            try:
+                p.unlink()
+                n += 1
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise RunError(f"result store {self.root}: cannot delete {rel} ({exc.strerror or exc})") from None
+            for parent in p.parents:  # directories left empty go too (a cleared entry leaves nothing behind)
+                if parent == self.root or self.root not in parent.parents:
+                    break
+                try:
+                    parent.rmdir()
+                except OSError:
+                    break
+        return n
 
     def uri(self, rel: str = "") -> str:
         return str(self._p(rel)) if rel else str(self.root)

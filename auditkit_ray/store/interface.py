@@ -62,6 +62,16 @@ class ResultStore(ABC):
                     ahead.append(pool.submit(self.read_bytes, nxt))
                 yield data
 
+    def walk(self, prefix: str) -> list[tuple[str, int, float]]:
+        """Every file under ``prefix``, at any depth: (path relative to the store root, bytes, modification time
+        as a POSIX timestamp). What ``auditkit-ray cache`` sizes and ages entries with."""
+        raise NotImplementedError(f"{type(self).__name__} cannot list its files with sizes")
+
+    def delete(self, rels: Iterable[str]) -> int:
+        """Remove these files (absent ones are skipped); returns how many were removed. Only ``auditkit-ray
+        cache clear`` removes anything from a store: a finished shard is otherwise never rewritten."""
+        raise NotImplementedError(f"{type(self).__name__} cannot delete files")
+
     @abstractmethod
     def replace(self, rel: str, data: bytes) -> None:
         """Atomically write ``rel``, replacing any earlier version (run JSON, manifests)."""

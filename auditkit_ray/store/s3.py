@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from ..errors import RunError, require
@@ -204,6 +205,50 @@ class S3Store(ResultStore):
 
     def list_dirs(self, prefix: str) -> list[str]:
         return self._listing(prefix)[1]
+
+    def walk(self, prefix: str) -> list[tuple[str, int, float]]:
+        c = self._client()
+        full = self._key(prefix).rstrip("/") + "/"
+        root = self._key("")
+        out: list[tuple[str, int, float]] = []
+        token = None
+        while True:
+            kw: dict[str, Any] = {"Bucket": self.bucket, "Prefix": full}
+            if token:
+                kw["ContinuationToken"] = token
+            try:
+                page = self._call(f"list {prefix}", c.list_objects_v2, **kw)
+            except RunError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                raise RunError(f"result store {self.uri_root}: cannot list {prefix} ({exc})") from None
+            for o in page.get("Contents", []):
+                rel = o["Key"][len(root):] if root else o["Key"]
+                if not rel.rsplit("/", 1)[-1].startswith("."):
+                    out.append((rel, int(o["Size"]), o["LastModified"].timestamp()))
+            if not page.get("IsTruncated"):
+                break
+            token = page.get("NextContinuationToken")
+        return sorted(out)
+
+    def delete(self, rels: Iterable[str]) -> int:
+        keys = [self._key(r) for r in rels]
+        n = 0
+        for k in range(0, len(keys), 1000):  # the most one request deletes
+            part = keys[k:k + 1000]
+            try:
+                res = self._call("delete", self._client().delete_objects, Bucket=self.bucket,
+                                 Delete={"Objects": [{"Key": key} for key in part], "Quiet": True})
+            except RunError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                raise RunError(f"result store {self.uri_root}: cannot delete ({exc})") from None
+            errors = res.get("Errors") or []
+            if errors:
+                raise RunError(f"result store {self.uri_root}: cannot delete {errors[0].get('Key')} "
+                               f"({errors[0].get('Message') or errors[0].get('Code')})")
+            n += len(part)
+        return n
 
     def uri(self, rel: str = "") -> str:
         return f"{self.uri_root}/{rel}" if rel else self.uri_root

@@ -168,6 +168,33 @@ def step_messages(payload: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def record(sample_id: str, behaviour: str = "correct", max_turns: int = 8) -> list[str]:
+    """One episode played to the end, as the lines of a JSONL agent trace
+    (``auditkit_ray.agents.trace``: tool_call, tool_result and final lines).
+    ``trace.jsonl`` is ``record`` of two cases (``python scripted_agent.py --record``)."""
+    case = CASES[sample_id]
+    payload: dict[str, Any] = {"sample_id": sample_id, "turn": 0, "state": None,
+                               "metadata": {"behaviour": behaviour, "initial_state": case.get("initial_state")}}
+    lines: list[str] = []
+    for turn in range(max_turns):
+        payload["turn"] = turn
+        reply = step(payload)
+        for c in reply.get("tool_calls") or []:
+            lines.append(json.dumps({"episode": sample_id, "turn": turn, "type": "tool_call", **c}, sort_keys=True))
+        for r in reply.get("tool_results") or []:
+            lines.append(json.dumps({"episode": sample_id, "turn": turn, "type": "tool_result", **r}, sort_keys=True))
+        if reply.get("done"):
+            lines.append(json.dumps({"episode": sample_id, "type": "final", "output": reply["output"],
+                                     "final_state": reply["final_state"]}, sort_keys=True))
+            break
+        payload["state"] = reply["state"]
+    return lines
+
+
+#: the cases ``trace.jsonl`` records: parallel calls in one turn, and calls in sequence across turns
+RECORDED = ("parallel-multiple-tokyo", "sequential-flight")
+
+
 # --------------------------------------------------------------------------- HTTP
 class _Handler(BaseHTTPRequestHandler):
     server: "AgentServer"
@@ -231,6 +258,11 @@ def serve(token: str | None = None, fail_first: int = 0) -> AgentServer:
 
 
 if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] == ["--record"]:
+        (HERE / "trace.jsonl").write_text("".join(ln + "\n" for c in RECORDED for ln in record(c)), encoding="utf-8")
+        raise SystemExit(0)
     s = serve()
     print(f"scripted agent at {s.url} (Ctrl-C to stop)")
     try:
