@@ -37,6 +37,7 @@ BENCHMARKS = {
     "plan": "bench_plan.py",
     "sweep_schedule": "bench_sweep_schedule.py",
     "vllm_raydata": "bench_vllm_raydata.py",
+    "gpu": "bench_gpu.py",
 }
 
 

@@ -68,6 +68,8 @@ EXPECTED = {
                     "store_reads.latency20ms.ratio", "store_reads.summaries_match"],
     "vllm_raydata": ["w8.plain", "w8.raydata", "w8.auditkit-continuous", "goal.vllm_backend_ge_1.0x_raydata",
                      "goal.vllm_backend_ge_1.0x_plain"],
+    "gpu": ["gpu.plain.prompts_per_s", "gpu.auditkit.prompts_per_s", "gpu.auditkit.tokens_per_s",
+            "gpu.ratio.auditkit_vs_plain", "gpu.fixed_length_held", "gpu.bytes_per_decode_step.weights"],
 }
 
 
