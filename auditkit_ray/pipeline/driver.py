@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import sys
 import time
 import warnings
@@ -232,13 +233,16 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool, *, acto
         inner = unwrap_error(exc)
         if isinstance(inner, AuditKitError):
             raise inner from None
-        first = str(inner).splitlines()[0] if str(inner) else ""
+        first = _ANSI.sub("", str(inner)).splitlines()[0] if str(inner) else ""  # Ray colours its task names
         lost = type(inner).__name__ in _LOST or type(exc).__name__ in _LOST
         raise (InfrastructureError if lost else RunError)(
             f"{name}: pipeline failed: {type(inner).__name__}: {first}") from exc
     if handle.aborted is not None:
         raise handle.aborted
     return stats
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _stored_shards(plans: list[Plan], seen: int) -> int:
