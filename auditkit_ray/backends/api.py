@@ -217,6 +217,9 @@ class APISettings(BackendSettings):
     def supports_logprobs(self) -> bool:
         return True
 
+    def reads_targets(self) -> bool:
+        return False  # the server sees the prompt (and the sample's tools) only
+
     def settings_identity(self) -> dict[str, Any]:
         out = super().settings_identity()
         out["base_url"] = self.base_url.rstrip("/")

@@ -25,6 +25,9 @@ class EchoSettings(BackendSettings):
     def generates_inline(self) -> bool:
         return True
 
+    def reads_targets(self) -> bool:
+        return self.field == "target"
+
 
 class EchoBackend(Backend):
     def generate(self, requests: list[Request]) -> list[Generation]:

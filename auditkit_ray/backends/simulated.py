@@ -50,6 +50,9 @@ class SimulatedSettings(BackendSettings):
     def load_in_thread(self) -> bool:
         return True
 
+    def reads_targets(self) -> bool:
+        return self.output == "target"
+
 
 class SimulatedBackend(Backend):
     def load(self) -> None:

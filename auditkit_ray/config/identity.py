@@ -2,9 +2,11 @@
 
 Two fingerprints per run: the *generation* fingerprint
 (model identity, backend settings, prompt/adapter, generation settings,
-dataset content, seed, repeat index, package version) keys stored outputs;
-the *run* fingerprint adds annotators and metric identities. Changing a metric
-therefore re-scores stored generations without generating again.
+the dataset as the model sees it, seed, repeat index, package version) keys
+stored outputs; the *run* fingerprint adds the whole dataset (targets
+included), annotators and metric identities. Changing a metric, or fixing a
+target the model never sees, therefore re-scores stored generations without
+generating again.
 """
 
 from __future__ import annotations
@@ -106,6 +108,64 @@ def dataset_identity(spec: RunSpec) -> dict[str, Any]:
     return {"content_hash": hash_path(d.path), "selection": selection}
 
 
+def targets_seen(spec: RunSpec) -> bool:
+    """Whether the targets can change what the model generates: a backend that reads them, a request
+    built from them (log-likelihood, choices), few-shot examples (their answers are in the prompt), or a
+    template that names them."""
+    if spec.model.reads_targets():
+        return True
+    p = spec.prompt
+    if p.request != "generate" or p.few_shot is not None:
+        return True
+    from ..adapters.prompt import placeholders
+
+    names = {"target", "targets"} | ({spec.dataset.target_field} if spec.dataset.target_field else set())
+    templates = [p.template or "{{ input }}", p.system or ""]
+    if spec.retrieval is not None:
+        templates += [spec.retrieval.template, spec.retrieval.context_template]
+    return any(names & placeholders(t) for t in templates)
+
+
+_VIEW_CACHE: dict[tuple, str | None] = {}
+
+
+def _view_hash(spec: RunSpec, content_hash: str) -> str | None:
+    """SHA-256 of the dataset's records without the target field, in order (after ``limit``); None when a
+    record has no id of its own (its id would then be derived from its content, target included)."""
+    d = spec.dataset
+    key = (content_hash, d.target_field, d.id_field, d.limit, d.split, d.format)
+    if key not in _VIEW_CACHE:
+        from ..core.fingerprint import canonical_json
+        from ..data.readers import dataset_records, given_id
+
+        records = dataset_records(d)
+        records = records[: d.limit] if d.limit else records
+        h = hashlib.sha256()
+        digest: str | None = None
+        for _, rec in records:
+            if given_id(d, rec) is None:
+                break
+            h.update(canonical_json({k: v for k, v in rec.items() if k != d.target_field}).encode())
+            h.update(b"\n")
+        else:
+            digest = h.hexdigest()
+        _VIEW_CACHE[key] = digest
+    return _VIEW_CACHE[key]
+
+
+def model_view_identity(spec: RunSpec) -> dict[str, Any]:
+    """What of the dataset the model sees: the whole dataset's identity, or, when the targets cannot change
+    a generation (``targets_seen``), the records without their target field, so that fixing a target
+    re-scores the stored generations instead of generating again."""
+    full = dataset_identity(spec)
+    if not spec.dataset.target_field or targets_seen(spec) or spec.dataset.hub:
+        return full
+    view = _view_hash(spec, str(full["content_hash"]))
+    if view is None:
+        return full
+    return {"records_without": spec.dataset.target_field, "content_hash": view, "selection": full["selection"]}
+
+
 def metric_identities(spec: RunSpec) -> list[dict[str, Any]]:
     out = []
     for m in spec.metrics:
@@ -146,7 +206,7 @@ def generation_payload(spec: RunSpec, repeat: int = 0) -> dict[str, Any]:
         "prompt": spec.prompt.model_dump(mode="json"),
         "retrieval": _retrieval_identity(spec),
         "generation": _generation_identity(spec),
-        "dataset": dataset_identity(spec),
+        "dataset": model_view_identity(spec),
         "seed": spec.seed,
         "repeat": repeat,
     }
@@ -156,6 +216,7 @@ def run_payload(spec: RunSpec, repeat: int = 0) -> dict[str, Any]:
     return {
         "kind": "run",
         "generation_fingerprint": fingerprint(generation_payload(spec, repeat)),
+        "dataset": dataset_identity(spec),  # the targets the scores read, where the generation fingerprint hides them
         "annotators": [a.model_dump(mode="json") for a in spec.annotators],
         "metrics": metric_identities(spec),
         "package_version": __version__,

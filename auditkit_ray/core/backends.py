@@ -106,6 +106,12 @@ class BackendSettings(Strict):
         """The backend can report top log-probabilities (judges ask for them)."""
         return False
 
+    def reads_targets(self) -> bool:
+        """What it generates may depend on a request's target (or on anything of the sample besides its
+        prompt). A backend that reads only the prompt says False: a changed target then leaves its stored
+        generations valid, and only the scores are redone."""
+        return True
+
     # ------------------------------------------------------------------ identity and secrets
     def settings_identity(self) -> dict[str, Any]:
         """Backend settings that change outputs (secrets excluded by the fingerprint)."""
@@ -140,6 +146,9 @@ class CheckpointSettings(BackendSettings):
     region: str | None = Field(None, description="of an s3:// path (default: AWS_DEFAULT_REGION)")
 
     not_in_identity: ClassVar[frozenset[str]] = frozenset({"endpoint_url", "region"})
+
+    def reads_targets(self) -> bool:
+        return False  # a checkpoint sees its prompt only
 
 
 class BackendServices(Protocol):

@@ -168,14 +168,27 @@ def dataset_location(spec: Any) -> Location:
     return locate(spec.path, spec.endpoint_url, spec.region)
 
 
+_LAST_READ: list[tuple[tuple, list[tuple[str, dict]]]] = []
+
+
 def dataset_records(spec: Any) -> list[tuple[str, dict]]:
     """The records of the dataset a ``DatasetSpec`` names: a file or directory
-    (local or S3), or a Hub dataset (``dataset.hub``)."""
+    (local or S3), or a Hub dataset (``dataset.hub``). A local file read twice in a row unchanged (the
+    fingerprint's view of it, then the plan) is parsed once: the last read is kept."""
     if spec.hub:
         from .hub import hub_records
 
         return hub_records(spec)
-    return read_records(dataset_location(spec), spec.format, spec.split)
+    loc = dataset_location(spec)
+    key = None
+    if isinstance(loc, LocalLocation) and loc.path.is_file():
+        st = loc.path.stat()
+        key = (str(loc.path), st.st_size, st.st_mtime_ns, spec.format, spec.split)
+        if _LAST_READ and _LAST_READ[0][0] == key:
+            return list(_LAST_READ[0][1])
+    records = read_records(loc, spec.format, spec.split)
+    _LAST_READ[:] = [(key, records)] if key is not None else []
+    return list(records)
 
 
 def _text(value: Any) -> str:

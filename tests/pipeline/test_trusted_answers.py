@@ -45,3 +45,43 @@ def test_a_samples_own_token_limit_out_of_range_fails_the_run_naming_the_sample(
     assert main(["run", str(tmp_path / "run.yaml"), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "sample 'q4'" in err and "'n'" in err and "99" in err and "Traceback" not in err, err
+
+
+def _targets_run(tmp_path, answers: dict[str, str], **over) -> dict:
+    data = tmp_path / "wp.jsonl"
+    data.write_text("".join(json.dumps({"id": f"q{i:02d}", "question": f"What is {i} plus 1?",
+                                        "answer": answers.get(f"q{i:02d}", f"What is {i} plus 1?")}) + "\n"
+                            for i in range(30)), encoding="utf-8")
+    return {"name": "wpcopy", "model": {"type": "simulated", "output": "prompt", "fixed_cost_s": 0.0,
+                                        "per_token_s": 0.0, "gpu": False},
+            "dataset": {"path": str(data), "input_field": "question", "target_field": "answer"},
+            "metrics": ["exact_match"], "execution": {"shard_size": 3}, "store": {"path": str(tmp_path / "store")},
+            "tracking": {"index": False}, **over}
+
+
+def test_changing_a_target_rescoring_reuses_every_generation(tmp_path):
+    # the simulated model answers with its prompt, so exact_match is 1 where the answer is the question
+    from auditkit_ray.api import evaluate, samples_table
+
+    first = evaluate(_targets_run(tmp_path, {}))
+    assert first.perf.generated == 30 and first.metrics["exact_match"].mean == 1.0
+    fixed = evaluate(_targets_run(tmp_path, {"q07": "8"}))  # one target fixed
+    assert fixed.generation_fingerprint == first.generation_fingerprint
+    assert fixed.fingerprint != first.fingerprint and fixed.dataset_fingerprint != first.dataset_fingerprint
+    assert fixed.perf.generated == 0, "every output came from the store"
+    scores = {r["sample_id"]: json.loads(r["scores"])[0]["value"] for r in samples_table(fixed).to_pylist()}
+    assert scores["q07"] == 0.0 and sum(scores.values()) == 29.0
+    # a template that shows the target to the model, or a backend that reads it, generates again
+    from auditkit_ray.api import as_run_spec
+    from auditkit_ray.config.identity import generation_fingerprint
+
+    def gen_fp(answers: dict, **over) -> str:
+        spec = as_run_spec(_targets_run(tmp_path / str(len(answers) + len(over)), answers, **over))
+        return generation_fingerprint(spec)
+
+    (tmp_path / "1").mkdir(), (tmp_path / "2").mkdir()
+    assert gen_fp({"q07": "8"}) == gen_fp({"q07": "9"})
+    shown = {"prompt": {"template": "{{ question }} (answer: {{ answer }})"}}
+    assert gen_fp({"q07": "8"}, **shown) != gen_fp({"q07": "9"}, **shown)
+    reads = {"model": {"type": "simulated", "output": "target", "gpu": False}}
+    assert gen_fp({"q07": "8"}, **reads) != gen_fp({"q07": "9"}, **reads)
