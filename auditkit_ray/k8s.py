@@ -5,7 +5,10 @@ The RayJob starts a cluster with a GPU worker group, runs
 ``auditkit-ray sweep`` on it, and shuts the cluster down afterwards
 (``shutdownAfterJobFinishes``). Results go to an ``s3://`` store so that a
 retried job (``backoffLimit``) on a fresh cluster resumes from the finished
-shards. The image must have ``auditkit-ray[ray,hf,s3]`` installed.
+shards. The image must have ``auditkit-ray[ray,hf,s3]`` installed:
+``docker/Dockerfile`` builds it, and its local name is the default
+(``default_image``): ``auditkit-ray:<version>-gpu``, or ``-cpu`` for a job
+with no GPUs (docs/cluster.md: build, push, ``--image``).
 """
 
 from __future__ import annotations
@@ -16,10 +19,19 @@ from typing import Any
 
 import yaml
 
+from ._version import __version__
 from .errors import ConfigError, require
 
 SWEEP_MOUNT = "/auditkit"
+# the Ray of the image (docker/Dockerfile's RAY_VERSION, tests/packaging checks they agree)
 RAY_VERSION = "2.60.0"
+IMAGE_NAME = "auditkit-ray"
+
+
+def default_image(gpus_per_worker: int = 1) -> str:
+    """The tag docker/Dockerfile's build in docs/cluster.md gives the image:
+    the GPU variant, or the CPU one when the workers have no GPUs."""
+    return f"{IMAGE_NAME}:{__version__}-{'gpu' if gpus_per_worker else 'cpu'}"
 
 
 def _dns_name(text: str) -> str:
@@ -30,7 +42,7 @@ def _dns_name(text: str) -> str:
 def render(
     sweep_file: str | Path,
     *,
-    image: str,
+    image: str | None = None,
     store: str,
     namespace: str = "default",
     name: str | None = None,
@@ -55,6 +67,7 @@ def render(
     if gpus_per_worker < 0 or workers < 0:
         raise ConfigError("--gpus and --workers must not be negative")
     job = _dns_name(name or path.stem)
+    image = image or default_image(gpus_per_worker)
     env = [{"name": "HF_HUB_OFFLINE", "value": "1"}, {"name": "RAY_USAGE_STATS_ENABLED", "value": "0"}]
     env_from = [{"secretRef": {"name": aws_secret}}] if aws_secret else []
     mount = {"name": "sweep", "mountPath": SWEEP_MOUNT, "readOnly": True}

@@ -33,7 +33,9 @@ def add_parsers(sub: Any) -> None:
     k = sub.add_parser("k8s", help="render or submit a KubeRay RayJob for a sweep")
     k.add_argument("action", choices=["render", "submit"])
     k.add_argument("file", help="sweep file")
-    k.add_argument("--image", required=True, help="container image with auditkit-ray[ray,hf,s3] installed")
+    k.add_argument("--image", default=None,
+                   help="container image with auditkit-ray[ray,hf,s3] installed (default: the tag docker/Dockerfile's "
+                        "build gives it, auditkit-ray:VERSION-gpu, or -cpu with --gpus 0)")
     k.add_argument("--store", required=True, help="s3://bucket/prefix result store (a retried job resumes from it)")
     k.add_argument("--namespace", default="default")
     k.add_argument("--name", default=None)

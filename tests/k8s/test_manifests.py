@@ -3,6 +3,7 @@
 to a local HTTP server that speaks the two API calls it makes (no Kubernetes
 API server can run on this machine, so the server side is scripted)."""
 
+import functools
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -19,15 +20,20 @@ CRDS = ROOT.parent / "shared" / "kuberay-crds"
 jsonschema = pytest.importorskip("jsonschema")
 
 
-def _schema(kind: str) -> dict:
+@functools.cache
+def _validator(kind: str):
+    """One validator per CRD: jsonschema.validate would parse and check the large schema on every call."""
     crd = yaml.safe_load((CRDS / f"ray.io_{kind.lower()}s.yaml").read_text())
     v1 = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
-    return v1["schema"]["openAPIV3Schema"]
+    schema = v1["schema"]["openAPIV3Schema"]
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
 
 
 def _validate(doc: dict) -> None:
     if doc["kind"] in ("RayJob", "RayCluster"):
-        jsonschema.validate(doc, _schema(doc["kind"]))
+        _validator(doc["kind"]).validate(doc)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -77,6 +83,31 @@ def test_cli_k8s_render_writes_valid_yaml_and_refuses_local_stores(tmp_path, cap
         == 2
     )
     assert "s3://" in capsys.readouterr().err
+
+
+def test_render_names_the_dockerfile_image_by_default_and_image_overrides_it(tmp_path):
+    """No --image: every container names the tag docs/cluster.md builds docker/Dockerfile as, the GPU
+    variant for GPU workers and the CPU one for --gpus 0; --image replaces it."""
+    from auditkit_ray import __version__
+
+    def images(docs):
+        spec = docs[1]["spec"]["rayClusterSpec"]
+        pods = [spec["headGroupSpec"]["template"]["spec"]] + [g["template"]["spec"] for g in spec["workerGroupSpecs"]]
+        return {c["image"] for pod in pods for c in pod["containers"]}
+
+    sweep = ROOT / "jobs/examples/leaderboard.yaml"
+    assert images(render(sweep, store="s3://b/p")) == {f"auditkit-ray:{__version__}-gpu"}
+    assert images(render(sweep, store="s3://b/p", gpus_per_worker=0)) == {f"auditkit-ray:{__version__}-cpu"}
+    out = tmp_path / "job.yaml"
+    assert main(["k8s", "render", str(sweep), "--store", "s3://b/p", "--gpus", "0", "--output", str(out)]) == 0
+    docs = list(yaml.safe_load_all(out.read_text()))
+    _validate(docs[1])
+    assert images(docs) == {f"auditkit-ray:{__version__}-cpu"}
+    rc = main(["k8s", "render", str(sweep), "--store", "s3://b/p", "--image", "reg.example/ak:1", "-o", str(out)])
+    assert rc == 0
+    assert images(list(yaml.safe_load_all(out.read_text()))) == {"reg.example/ak:1"}
+    build = (ROOT / "docs/cluster.md").read_text()
+    assert f"-t auditkit-ray:{__version__}-gpu" in build and f"-t auditkit-ray:{__version__}-cpu" in build
 
 
 class _FakeAPI(BaseHTTPRequestHandler):
