@@ -13,6 +13,7 @@ with no GPUs (docs/cluster.md: build, push, ``--image``).
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ import yaml
 
 from ._version import __version__
 from .errors import ConfigError, require
+
+log = logging.getLogger(__name__)
 
 SWEEP_MOUNT = "/auditkit"
 # the Ray of the image (docker/Dockerfile's RAY_VERSION, tests/packaging checks they agree)
@@ -59,9 +62,16 @@ def render(
 ) -> list[dict[str, Any]]:
     """A ConfigMap with the sweep file and a RayJob that runs it."""
     from .config import load_config
+    from .config.models import SweepSpec
+    from .config.sweep import expand
 
     path = Path(sweep_file)
-    load_config(path)  # refuse to render an invalid sweep
+    spec = load_config(path)  # refuse to render an invalid sweep
+    if not isinstance(spec, SweepSpec):
+        raise ConfigError(f"{path}: a run file, not a sweep: the RayJob runs `auditkit-ray sweep`, so give it a sweep "
+                          "file (a 'base' run and a 'grid'; one cell is enough)")
+    for where in _local_paths_left_behind(expand(spec, source=str(path)), path.parent):
+        log.warning("%s", where)
     if not store.startswith("s3://"):
         raise ConfigError(f"--store {store!r}: a RayJob needs an s3:// result store so that a retried job resumes")
     if gpus_per_worker < 0 or workers < 0:
@@ -134,8 +144,55 @@ def render(
     return [configmap, rayjob]
 
 
+class _PlainDumper(yaml.SafeDumper):
+    """Plain YAML: a value used twice (the containers' env, the sweep volume) is written twice, never as an
+    anchor and alias, which some Kubernetes tooling and every reader stumble on."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def dump(docs: list[dict[str, Any]]) -> str:
-    return yaml.safe_dump_all(docs, sort_keys=False)
+    return yaml.dump_all(docs, Dumper=_PlainDumper, sort_keys=False)
+
+
+def _local_paths_left_behind(runs: list[Any], base: Path) -> list[str]:
+    """Warnings for the local paths a sweep's runs name that a cluster will not have: outside the repository,
+    or git-ignored inside it (built locally, e.g. the demo's pruned checkpoints), so not in an image built
+    from the repository either."""
+    import shutil
+    import subprocess
+
+    seen: dict[str, str] = {}
+    for run in runs:
+        for field, value in (("model.path", getattr(run.model, "path", None)), ("dataset.path", run.dataset.path)):
+            if not value or "://" in str(value) or str(value) in seen:
+                continue
+            p = Path(value)
+            if not p.is_absolute() and not (base / p).exists() and not p.exists():
+                continue  # a Hub id, or a path that exists only in the image
+            seen[str(value)] = field
+    if not seen or shutil.which("git") is None:
+        return []
+    root = None
+    for where in (Path.cwd(), base):  # the repository the command runs in, else the sweep file's
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=where, capture_output=True, text=True)
+        if top.returncode == 0:
+            root = Path(top.stdout.strip()).resolve()
+            break
+    out = []
+    for value, field in seen.items():
+        p = Path(value) if Path(value).exists() else base / value
+        full = p.resolve()
+        if root is None or not full.is_relative_to(root):
+            out.append(f"{field} {value!r} is a local path outside the repository: the cluster will not have it "
+                       "(put it on S3, or a volume the pods mount)")
+            continue
+        ignored = subprocess.run(["git", "check-ignore", "-q", str(full)], cwd=root, capture_output=True)
+        if ignored.returncode == 0:
+            out.append(f"{field} {value!r} is git-ignored (built here), so neither the repository nor an image "
+                       "built from it has it: put it on S3 (s3://...) or build it in the image")
+    return out
 
 
 def submit(docs: list[dict[str, Any]], *, kubeconfig: str | None = None, context: str | None = None) -> str:
