@@ -287,7 +287,7 @@ def compare(baseline: Any, candidate: Any, *, metrics: Iterable[str] | None = No
         raise ConfigError(f"confidence must be in (0, 1), got {confidence}")
     a, b = load(baseline), load(candidate)
     fail_under, fail_over = dict(fail_under or {}), dict(fail_over or {})
-    validate_threshold_gates([b.result], fail_under, fail_over)
+    validate_threshold_gates([a.result, b.result], fail_under, fail_over)
     limits = normalize_max_regression(max_regression)
     th = Thresholds(Limit.parse(warn_at, "warn_at"), Limit.parse(fail_at, "fail_at"), alpha)
     names = _metric_names(a, b, metrics)

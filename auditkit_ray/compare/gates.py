@@ -133,7 +133,17 @@ def normalize_max_regression(v: Any) -> dict[str | None, Limit]:
 # ----------------------------------------------------------------------------- threshold gates
 def validate_threshold_gates(runs: Iterable[RunResult], fail_under: Mapping[str, float],
                              fail_over: Mapping[str, float]) -> None:
-    """Refuse a gate set against its metric's direction (usage error, exit 2)."""
+    """Refuse a gate on a metric that no run has (a typo: usage error, exit 2, with the nearest names) or set
+    against its metric's direction (exit 2)."""
+    runs = list(runs)
+    have = {m for run in runs for m in run.metrics}
+    for flag, gates in (("--fail-under", fail_under), ("--fail-over", fail_over)):
+        for name in gates:
+            if name not in have:
+                from ..core.suggest import did_you_mean
+
+                raise ConfigError(f"{flag} {name}={gates[name]:g}: no run has a metric {name!r}"
+                                  f"{did_you_mean(name, have)} (metrics: {', '.join(sorted(have)) or 'none'})")
     for run in runs:
         for name in fail_under:
             s = run.metrics.get(name)
@@ -181,9 +191,11 @@ def regression_gates(comparison: Any, limits: Mapping[str | None, Limit]) -> lis
         return out
     base, cand = comparison.baseline.label, comparison.candidate.label
     for name in [k for k in limits if k is not None and k not in comparison.metrics]:
-        gate = f"--max-regression {name}={limits[name]}"
-        out.append(GateResult(gate, cand, name, False,
-                              f"{cand}: {name} is in neither run, so its regression cannot be checked [{gate}]"))
+        from ..core.suggest import did_you_mean
+
+        raise ConfigError(f"--max-regression {name}={limits[name]}: neither {base} nor {cand} has a metric {name!r}"
+                          f"{did_you_mean(name, comparison.metrics)} (metrics: "
+                          f"{', '.join(sorted(comparison.metrics)) or 'none'})")
     for name, mc in comparison.metrics.items():
         limit = limits.get(name, limits.get(None))
         if limit is None:

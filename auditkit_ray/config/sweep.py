@@ -44,9 +44,25 @@ def _label(value: Any) -> str:
     return str(value)
 
 
+class _GridLines:
+    """Lines of a sweep file for its expanded runs: a field a grid key sets is reported at that grid key's
+    line (where the typo is), not at the base section it lands in."""
+
+    def __init__(self, lines: Any, keys: list[str]) -> None:
+        self.lines = lines
+        self.keys = {tuple(k.split(".")): k for k in keys}
+
+    def line(self, loc: tuple) -> int | None:
+        path = tuple(str(x) for x in loc[1:]) if loc[:1] == ("base",) else ()
+        for parts, key in self.keys.items():
+            if path[: len(parts)] == parts:
+                return self.lines.line(("grid", key))
+        return self.lines.line(loc)
+
+
 def expand(sweep: SweepSpec, source: str = "<sweep>", lines: Any = None) -> list[RunSpec]:
-    lines = lines or Lines(None)
     keys = list(sweep.grid)
+    lines = _GridLines(lines or Lines(None), keys)
     combos = list(itertools.product(*(sweep.grid[k] for k in keys))) or [()]
     explicit = sweep.runs or [{}]
     runs: list[RunSpec] = []

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from ..core.backends import backend_types
 from ..core.envvars import expand_env, fmt_loc
+from ..core.suggest import did_you_mean
 from ..errors import ConfigError
 from .documents import Lines
 from .models import RunSpec
@@ -38,12 +39,20 @@ def validation_message(exc: ValidationError, source: str, lines: Lines, prefix: 
     msgs = []
     for err in exc.errors()[:5]:
         loc = _drop_union_tags(tuple(err["loc"]))
+        if err["type"] == "union_tag_invalid":  # the line of the tag itself ("type: ehco")
+            loc += (str((err.get("ctx") or {}).get("discriminator", "type")).strip("'"),)
         full = prefix + loc
         line = lines.line(full)
         where = f"{source}:{line}" if line else source
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
-            msg = "unknown field"
+            msg = "unknown field" + did_you_mean(str(loc[-1]), _fields_at(tuple(err["loc"][:-1])))
+        elif err["type"] == "union_tag_invalid":
+            ctx = err.get("ctx") or {}
+            tags = [t.strip(" '") for t in str(ctx.get("expected_tags", "")).split(",") if t.strip(" '")]
+            msg = (f"unknown {loc[-1]} {ctx.get('tag')!r}"
+                   f"{did_you_mean(str(ctx.get('tag')), tags)} (one of: {', '.join(tags)})")
+            err = {**err, "input": None}
         elif err["type"] == "missing":
             msg = "required field is missing"
         inp = err.get("input")
@@ -54,6 +63,36 @@ def validation_message(exc: ValidationError, source: str, lines: Lines, prefix: 
     if more > 0:
         msgs.append(f"... and {more} more")
     return "\n".join(msgs)
+
+
+def _fields_at(loc: tuple) -> list[str]:
+    """The field names the model at ``loc`` (pydantic's path, union tags included) accepts: for suggestions."""
+    import typing
+
+    from pydantic import BaseModel
+
+    from ..core.backends import backend_settings
+
+    model: Any = RunSpec
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        if field is None:  # a union tag: a backend's settings, or a union member named by its tag
+            try:
+                model = backend_settings(part)
+                continue
+            except Exception:  # noqa: BLE001 - not a backend tag: no suggestion
+                return []
+        model = None
+        todo = [field.annotation]
+        while todo:
+            t = todo.pop()
+            if isinstance(t, type) and issubclass(t, BaseModel):
+                model = t
+                break
+            todo.extend(typing.get_args(t))
+    return list(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else []
 
 
 #: tags pydantic puts in an error's path besides the backend types

@@ -266,7 +266,10 @@ def _entry(type: str) -> _Entry:
     _load_entry_points()
     entry = _REGISTRY.get(type)
     if entry is None:
-        raise ConfigError(f"unknown backend type {type!r} (registered: {', '.join(_REGISTRY)})")
+        from .suggest import did_you_mean
+
+        raise ConfigError(f"unknown backend type {type!r}{did_you_mean(type, _REGISTRY)} "
+                          f"(registered: {', '.join(_REGISTRY)})")
     return entry
 
 

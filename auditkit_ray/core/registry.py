@@ -131,8 +131,10 @@ def resolve_metric(ref: str) -> type[Metric]:
         return _USER[ref]
     target = BUILTIN.get(ref) or _entry_point(ref) or ref
     if ":" not in target:
-        known = ", ".join(builtin_names())
-        raise ConfigError(f"unknown metric {ref!r}: use a registered name ({known}) or 'package.module:Class'")
+        from .suggest import did_you_mean
+
+        raise ConfigError(f"unknown metric {ref!r}{did_you_mean(ref, builtin_names())}: use a registered name "
+                          "(`auditkit-ray list metrics` lists them) or 'package.module:Class'")
     module_name, _, attr = target.partition(":")
     from .imports import import_user_module
 

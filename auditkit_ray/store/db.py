@@ -140,10 +140,19 @@ class ExperimentDB:
             where.append(
                 "EXISTS (SELECT 1 FROM tags t WHERE t.fingerprint = r.fingerprint AND t.key = ? AND t.value = ?)")
             args += [k, v]
+        known: set[str] | None = None
         for cond in metrics or []:
             m = _COND.match(cond)
             if not m:
                 raise ConfigError(f"metric filter {cond!r}: write METRIC>VALUE (>, >=, <, <=, =)")
+            if known is None:
+                with closing(self._connect()) as con:
+                    known = {r[0] for r in con.execute("SELECT DISTINCT metric FROM metrics")}
+            if known and m.group(1) not in known:  # a typo would otherwise find "no runs"
+                from ..core.suggest import did_you_mean
+
+                raise ConfigError(f"metric filter {cond!r}: no run in {self.path} has a metric {m.group(1)!r}"
+                                  f"{did_you_mean(m.group(1), known)}")
             op = "=" if m.group(2) == "==" else m.group(2)
             where.append("EXISTS (SELECT 1 FROM metrics x WHERE x.fingerprint = r.fingerprint AND x.metric = ? "
                          f"AND x.mean {op} ?)")
