@@ -7,6 +7,7 @@ thin call into the engine modules, imported inside the function, so that
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -80,19 +81,34 @@ class Validation:
     metrics: int = 0
     #: a sweep's runs: (name, fingerprint)
     runs: list[tuple[str, str]] = field(default_factory=list)
+    #: the datasets read (``read_data``): (where, samples), each once
+    datasets: list[tuple[str, int]] = field(default_factory=list)
 
 
-def validate(path: str | os.PathLike) -> Validation:
-    """Check a run or sweep file; a run's fingerprint, or each run of a sweep with its fingerprint."""
+def validate(path: str | os.PathLike, *, read_data: bool = True) -> Validation:
+    """Check a run or sweep file; a run's fingerprint, or each run of a sweep with its fingerprint.
+    ``read_data``: also read each dataset and build every prompt, as the run will (a missing, empty or
+    truncated dataset, a duplicate id, invalid UTF-8 or a sample the prompt cannot be built from fails
+    here); ``False`` checks the file alone (for very large datasets)."""
     from .config import RunSpec, expand
     from .config import load_config as _load
     from .config.identity import run_fingerprint as _fp
 
     spec = _load(path)
+    runs = [spec] if isinstance(spec, RunSpec) else expand(spec, source=str(path))
+    datasets: dict[str, int] = {}
+    if read_data:
+        from .pipeline.plan import check_dataset
+
+        for r in runs:
+            key = json.dumps([r.dataset.model_dump(mode="json"), r.prompt.model_dump(mode="json")], sort_keys=True)
+            if key not in datasets:
+                datasets[key] = check_dataset(r)
+    where = [(json.loads(k)[0].get("path") or json.loads(k)[0].get("hub"), n) for k, n in datasets.items()]
     if isinstance(spec, RunSpec):
-        return Validation("run", spec.name, fingerprint=_fp(spec), backend=spec.model.type, metrics=len(spec.metrics))
-    runs = expand(spec, source=str(path))
-    return Validation("sweep", spec.name, runs=[(r.name, _fp(r)) for r in runs])
+        return Validation("run", spec.name, fingerprint=_fp(spec), backend=spec.model.type, metrics=len(spec.metrics),
+                          datasets=where)
+    return Validation("sweep", spec.name, runs=[(r.name, _fp(r)) for r in runs], datasets=where)
 
 
 def schema(kind: str = "run") -> dict[str, Any]:

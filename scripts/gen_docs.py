@@ -165,7 +165,11 @@ def configuration_md() -> str:
              "Run files and sweep files are YAML (or JSON) validated by strict pydantic models: unknown keys are "
              "errors, backends and annotators are discriminated by `type`, and an error names the file, line and "
              "field path. `auditkit-ray schema --kind run|sweep` prints the same JSON Schema this page is made "
-             "from; `auditkit-ray validate FILE` checks a file and prints its fingerprint(s).", "",
+             "from; `auditkit-ray validate FILE` checks a file, reads its datasets and builds every prompt as the "
+             "run will (`--no-data` skips the datasets), and prints its fingerprint(s).", "",
+             "Relative input paths (`dataset.path`, `model.path`, `prompt.few_shot.path`, `retrieval.corpus`) "
+             "resolve against the folder of the file that names them, else (where they exist only there) the "
+             "working directory; `store.path` resolves against the working directory.", "",
              "Which fields change the numbers (and so enter the fingerprint) is decided in "
              "`auditkit_ray/config/identity.py`: execution, storage, experiment and tracking settings do not; "
              "see [concepts](concepts.md#fingerprints).", ""]

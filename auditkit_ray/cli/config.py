@@ -14,7 +14,9 @@ from .output import emit
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """``auditkit-ray validate FILE``: check a run or sweep file and print its fingerprint(s)."""
-    v = api.validate(args.file)
+    v = api.validate(args.file, read_data=not args.no_data)
+    for where, n in v.datasets:
+        print(f"{where}: {n} samples, every prompt built")
     if v.kind == "run":
         print(f"{args.file}: valid run '{v.name}' ({v.metrics} metrics, backend {v.backend}); "
               f"fingerprint {v.fingerprint[:12]}")
@@ -63,8 +65,14 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def add_parsers(sub: Any) -> None:
     """Register this module's commands on the sub-command parser ``sub``."""
-    v = sub.add_parser("validate", help="check a run or sweep file and print its fingerprint(s)")
+    v = sub.add_parser("validate", help="check a run or sweep file and its data, and print its fingerprint(s)",
+                       description="Check a run or sweep file, read each dataset and build every prompt as the run "
+                                   "will, and print the fingerprint(s). Relative input paths (dataset.path, "
+                                   "model.path, prompt.few_shot.path, retrieval.corpus) resolve against the file's "
+                                   "folder, else the working directory.")
     v.add_argument("file")
+    v.add_argument("--no-data", action="store_true",
+                   help="check the file alone, without reading the datasets (for very large ones)")
     v.set_defaults(handler=cmd_validate)
 
     s = sub.add_parser("schema", help="print the JSON Schema of run or sweep files")

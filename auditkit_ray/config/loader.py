@@ -17,6 +17,7 @@ from ..core.envvars import expand_env, fmt_loc
 from ..errors import ConfigError
 from .documents import Lines, read_document
 from .models import RunSpec, SweepSpec
+from .paths import anchor_run_paths, anchor_sweep_paths
 from .sweep import expand
 from .validate import EXPAND_SECTIONS, run_spec_from_dict, validation_message
 
@@ -32,7 +33,7 @@ def load_run_spec(path: str | os.PathLike) -> RunSpec:
     data, lines = read_document(path)
     if is_sweep(data):
         raise ConfigError(f"{path}: this is a sweep file (it has 'base'); use `auditkit-ray sweep`")
-    return run_spec_from_dict(data, str(path), lines)
+    return run_spec_from_dict(anchor_run_paths(data, path), str(path), lines)
 
 
 def load_sweep_spec(path: str | os.PathLike) -> SweepSpec:
@@ -40,7 +41,7 @@ def load_sweep_spec(path: str | os.PathLike) -> SweepSpec:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a sweep file must be a mapping, got {type(data).__name__}")
     try:
-        return SweepSpec.model_validate(data)
+        return SweepSpec.model_validate(anchor_sweep_paths(data, path))
     except ValidationError as exc:
         raise ConfigError(validation_message(exc, str(path), lines)) from None
 
@@ -53,4 +54,4 @@ def load_config(path: str | os.PathLike) -> RunSpec | SweepSpec:
         sweep = load_sweep_spec(path)
         expand(sweep, source=str(path), lines=lines)
         return sweep
-    return run_spec_from_dict(data, str(path), lines)
+    return run_spec_from_dict(anchor_run_paths(data, path), str(path), lines)

@@ -258,6 +258,20 @@ def build_plan(spec: RunSpec, store: ResultStore, *, in_tasks: bool = False, add
     return planned(len(samples), payloads, [])
 
 
+def check_dataset(spec: RunSpec) -> int:
+    """Read the run's dataset and build every prompt, as planning does, without a store or Ray: the
+    number of samples, or the error a run would stop with (a missing, empty or truncated file, a
+    duplicate id, invalid UTF-8, a sample without a field its prompt needs)."""
+    samples, raws = load_samples(spec.dataset)
+    adapter = PromptAdapter(spec.prompt, spec.dataset, spec.seed, _few_shot_pool(spec, samples, raws))
+    agent_meta = agent_metadata_fn(spec)
+    size = max(1, spec.execution.shard_size or 64)
+    for i in range(math.ceil(len(samples) / size)):
+        lo, hi = i * size, (i + 1) * size
+        shard_row(spec, adapter, agent_meta, i, list(zip(samples[lo:hi], raws[lo:hi])), keep=False)
+    return len(samples)
+
+
 def build_plans(specs: list[RunSpec], *, in_tasks: bool = False, address: str | None = None) -> list[Plan]:
     """Each run's plan (``build_plan``); runs that read one dataset the same
     way (``rows_key``: a sweep over checkpoints or quantisations) read and
