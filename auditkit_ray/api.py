@@ -48,17 +48,26 @@ def load_config(path: str | os.PathLike) -> RunSpec | SweepSpec:
     return _load(path)
 
 
-def as_run_spec(spec: Any) -> RunSpec:
-    """A RunSpec from a RunSpec, a dict in the run-file format, or a path to a run file."""
-    from .config.loader import load_run_spec, run_spec_from_dict
+def as_run_spec(spec: Any, *, overrides: Sequence[str] | None = None, limit: int | None = None) -> RunSpec:
+    """A RunSpec from a RunSpec, a dict in the run-file format, or a path to a run file. A file's
+    ``overrides`` (``["generation.temperature=0.7", ...]``, the CLI's ``--set``) and ``limit`` (the first
+    N samples, ``dataset.limit``) apply as if the file held them: they enter the fingerprint the same way."""
+    from .config.loader import load_run_spec, parse_overrides, run_spec_from_dict
     from .config.models import RunSpec
 
+    sets = parse_overrides(list(overrides or []))
+    if limit is not None:
+        if limit < 1:
+            raise ConfigError(f"--limit {limit}: give a positive number of samples")
+        sets.append(("dataset.limit", int(limit)))
+    if sets and not isinstance(spec, (str, os.PathLike)):
+        raise ConfigError("overrides and limit apply to a run file")
     if isinstance(spec, RunSpec):
         return spec
     if isinstance(spec, dict):
         return run_spec_from_dict(spec, "<dict>")
     if isinstance(spec, (str, os.PathLike)):
-        return load_run_spec(spec)
+        return load_run_spec(spec, sets)
     raise ConfigError(f"expected a RunSpec, a dict or a path to a run file, not {type(spec).__name__}")
 
 
@@ -85,16 +94,18 @@ class Validation:
     datasets: list[tuple[str, int]] = field(default_factory=list)
 
 
-def validate(path: str | os.PathLike, *, read_data: bool = True) -> Validation:
+def validate(path: str | os.PathLike, *, read_data: bool = True, overrides: Sequence[str] | None = None,
+             limit: int | None = None) -> Validation:
     """Check a run or sweep file; a run's fingerprint, or each run of a sweep with its fingerprint.
     ``read_data``: also read each dataset and build every prompt, as the run will (a missing, empty or
     truncated dataset, a duplicate id, invalid UTF-8 or a sample the prompt cannot be built from fails
-    here); ``False`` checks the file alone (for very large datasets)."""
+    here); ``False`` checks the file alone (for very large datasets). ``overrides``/``limit``: a run
+    file's, as ``as_run_spec`` applies them."""
     from .config import RunSpec, expand
     from .config import load_config as _load
     from .config.identity import run_fingerprint as _fp
 
-    spec = _load(path)
+    spec = as_run_spec(path, overrides=overrides, limit=limit) if overrides or limit is not None else _load(path)
     runs = [spec] if isinstance(spec, RunSpec) else expand(spec, source=str(path))
     datasets: dict[str, int] = {}
     if read_data:

@@ -10,11 +10,12 @@ from typing import Any
 from .. import api
 from ..errors import EXIT_OK
 from .output import emit
+from .run import add_overrides
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """``auditkit-ray validate FILE``: check a run or sweep file and print its fingerprint(s)."""
-    v = api.validate(args.file, read_data=not args.no_data)
+    v = api.validate(args.file, read_data=not args.no_data, overrides=args.set, limit=args.limit)
     for where, n in v.datasets:
         print(f"{where}: {n} samples, every prompt built")
     if v.kind == "run":
@@ -73,6 +74,7 @@ def add_parsers(sub: Any) -> None:
     v.add_argument("file")
     v.add_argument("--no-data", action="store_true",
                    help="check the file alone, without reading the datasets (for very large ones)")
+    add_overrides(v)
     v.set_defaults(handler=cmd_validate)
 
     s = sub.add_parser("schema", help="print the JSON Schema of run or sweep files")

@@ -13,7 +13,8 @@ from .output import emit, print_run
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``auditkit-ray run FILE``: evaluate one run and print its summary (or its JSON)."""
-    result = api.evaluate(args.file, address=args.address, progress=not args.quiet, store=args.store)
+    spec = api.as_run_spec(args.file, overrides=args.set, limit=args.limit)
+    result = api.evaluate(spec, address=args.address, progress=not args.quiet, store=args.store)
     if args.json:
         emit(result.to_json())
     elif not args.quiet:
@@ -23,7 +24,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     """``auditkit-ray generate FILE``: store a run's outputs without scoring them."""
-    result = api.generate(args.file, address=args.address, progress=not args.quiet, store=args.store)
+    spec = api.as_run_spec(args.file, overrides=args.set, limit=args.limit)
+    result = api.generate(spec, address=args.address, progress=not args.quiet, store=args.store)
     path = result.samples_path
     run_dir = path.rsplit("/", 1)[0] if path.startswith("s3://") else Path(path).parent
     print(f"stored {result.perf.samples} outputs of '{result.name}' "
@@ -43,13 +45,31 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def add_common(q: argparse.ArgumentParser, *, store: bool = True) -> None:
+    """``--address``, ``--store`` and ``--quiet``, with one help text everywhere."""
+    q.add_argument("--address", default=None, help="Ray cluster address (default: RAY_ADDRESS, else a local Ray "
+                                                   "started for this command and stopped after it)")
+    if store:
+        q.add_argument("--store", default=None, help="result store root, a folder or s3://bucket/prefix "
+                                                     "(overrides the file's store.path)")
+    q.add_argument("--quiet", action="store_true", help="no progress lines and no summary table")
+
+
+def add_overrides(q: argparse.ArgumentParser) -> None:
+    """``--set KEY=VALUE`` and ``--limit N`` (lm-eval's habits)."""
+    q.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a field of the file (generation.temperature=0.7; repeatable); it enters the "
+                        "fingerprint as the file would")
+    q.add_argument("--limit", type=int, default=None, metavar="N",
+                   help="only the first N samples (dataset.limit; part of the fingerprint)")
+
+
 def add_run_parser(sub: Any) -> None:
     """Register ``run``."""
     r = sub.add_parser("run", help="evaluate one run file on Ray")
     r.add_argument("file")
-    r.add_argument("--address", default=None, help="Ray cluster address (default: RAY_ADDRESS, else a local Ray)")
-    r.add_argument("--store", default=None, help="result store root (overrides store.path)")
-    r.add_argument("--quiet", action="store_true")
+    add_common(r)
+    add_overrides(r)
     r.add_argument("--json", action="store_true", help="print the RunResult JSON")
     r.set_defaults(handler=cmd_run)
 
@@ -58,16 +78,14 @@ def add_stored_parsers(sub: Any) -> None:
     """Register ``generate`` and ``rescore`` (listed after ``runs`` in ``--help``)."""
     g = sub.add_parser("generate", help="generate and store outputs only (no scoring)")
     g.add_argument("file")
-    g.add_argument("--address", default=None)
-    g.add_argument("--store", default=None)
-    g.add_argument("--quiet", action="store_true")
+    add_common(g)
+    add_overrides(g)
     g.set_defaults(handler=cmd_generate)
 
     s = sub.add_parser("rescore", help="score a stored run's outputs again with other metrics (no GPU)")
     s.add_argument("run", help="a run directory or its result.json")
     s.add_argument("--metric", action="append", default=[], help="metric name (repeatable)")
     s.add_argument("--config", help="a run file whose metrics and annotators to apply")
-    s.add_argument("--address", default=None)
-    s.add_argument("--quiet", action="store_true")
-    s.add_argument("--json", action="store_true")
+    add_common(s, store=False)
+    s.add_argument("--json", action="store_true", help="print the RunResult JSON")
     s.set_defaults(handler=cmd_rescore)

@@ -22,18 +22,61 @@ from .sweep import expand
 from .validate import EXPAND_SECTIONS, run_spec_from_dict, validation_message
 
 __all__ = ["EXPAND_SECTIONS", "Lines", "expand_env", "fmt_loc", "is_sweep", "load_config", "load_run_spec",
-           "load_sweep_spec", "read_document", "run_spec_from_dict"]
+           "load_sweep_spec", "parse_overrides", "read_document", "run_spec_from_dict"]
 
 
 def is_sweep(data: Any) -> bool:
     return isinstance(data, dict) and "base" in data
 
 
-def load_run_spec(path: str | os.PathLike) -> RunSpec:
+def parse_overrides(items: list[str] | None) -> list[tuple[str, Any]]:
+    """``["generation.temperature=0.7", ...]`` (``--set``) as (dotted key, value); values read as YAML
+    scalars or flow collections (``0.7``, ``true``, ``[a, b]``), as the file would hold them."""
+    import yaml
+
+    out = []
+    for item in items or []:
+        key, sep, raw = str(item).partition("=")
+        if not sep or not key.strip() or any(not p for p in key.strip().split(".")):
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE with a dotted key (generation.temperature=0.7)")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        out.append((key.strip(), value))
+    return out
+
+
+class _OverriddenLines:
+    """Lines of a file for fields given on the command line: those are named by their ``--set``."""
+
+    def __init__(self, lines: Lines, keys: list[str]) -> None:
+        self.lines, self.keys = lines, [tuple(k.split(".")) for k in keys]
+
+    def line(self, loc: tuple) -> int | None:
+        path = tuple(str(x) for x in loc)
+        if any(path[: len(k)] == k for k in self.keys):
+            return None
+        return self.lines.line(loc)
+
+
+def load_run_spec(path: str | os.PathLike, overrides: list[tuple[str, Any]] | None = None) -> RunSpec:
+    """A run file, with ``overrides`` (``parse_overrides``) applied as if the file held them."""
+    from .sweep import set_path
+
     data, lines = read_document(path)
     if is_sweep(data):
         raise ConfigError(f"{path}: this is a sweep file (it has 'base'); use `auditkit-ray sweep`")
-    return run_spec_from_dict(anchor_run_paths(data, path), str(path), lines)
+    if overrides:
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: a run file must be a mapping, got {type(data).__name__}")
+        for key, value in overrides:
+            set_path(data, key, value)
+        lines = _OverriddenLines(lines, [k for k, _ in overrides])
+        path_label = f"{path} (with --set {', '.join(k for k, _ in overrides)})"
+    else:
+        path_label = str(path)
+    return run_spec_from_dict(anchor_run_paths(data, path), path_label, lines)
 
 
 def load_sweep_spec(path: str | os.PathLike) -> SweepSpec:

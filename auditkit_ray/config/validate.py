@@ -1,9 +1,10 @@
 """Validate a run file's content into a ``RunSpec``: ``${VAR}`` expanded in
-the backend and judge sections, every error naming the file, the line and
-the field path, and every metric resolved."""
+the backend and judge sections and in every path, every error naming the
+file, the line and the field path, and every metric resolved."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from pydantic import ValidationError
@@ -21,17 +22,28 @@ __all__ = ["EXPAND_SECTIONS", "run_spec_from_dict", "validation_message"]
 EXPAND_SECTIONS = ("model", "judges")
 
 
+#: paths in which ${VAR} is expanded too, outside those sections
+EXPAND_PATHS = ("dataset.path", "prompt.few_shot.path", "retrieval.corpus", "store.path")
+
+
 def _with_env(data: Any, source: str, lines: "Lines | None" = None) -> Any:
     if not isinstance(data, dict):
         return data
-    out = dict(data)
-    for section in EXPAND_SECTIONS:
-        if section in out:
-            try:
+    out = copy.deepcopy(data)  # the caller's document stays as written
+    try:
+        for section in EXPAND_SECTIONS:
+            if section in out:
                 out[section] = expand_env(out[section], (section,))
-            except ConfigError as exc:
-                line = lines.line(getattr(exc, "loc", ())) if lines else None
-                raise ConfigError(f"{source}{':' + str(line) if line else ''}: {exc}") from None
+        for dotted in EXPAND_PATHS:
+            parts = dotted.split(".")
+            node = out
+            for part in parts[:-1]:
+                node = node.get(part) if isinstance(node, dict) else None
+            if isinstance(node, dict) and isinstance(node.get(parts[-1]), str) and "${" in node[parts[-1]]:
+                node[parts[-1]] = expand_env(node[parts[-1]], tuple(parts))
+    except ConfigError as exc:
+        line = lines.line(getattr(exc, "loc", ())) if lines else None
+        raise ConfigError(f"{source}{':' + str(line) if line else ''}: {exc}") from None
     return out
 
 
