@@ -30,21 +30,30 @@ def cmd_k8s(args: argparse.Namespace) -> int:
 
 def add_parsers(sub: Any) -> None:
     """Register this module's commands on the sub-command parser ``sub``."""
-    k = sub.add_parser("k8s", help="render or submit a KubeRay RayJob for a sweep")
-    k.add_argument("action", choices=["render", "submit"])
-    k.add_argument("file", help="sweep file")
-    k.add_argument("--image", default=None,
-                   help="container image with auditkit-ray[ray,hf,s3] installed (default: the tag docker/Dockerfile's "
-                        "build gives it, auditkit-ray:VERSION-gpu, or -cpu with --gpus 0)")
-    k.add_argument("--store", required=True, help="s3://bucket/prefix result store (a retried job resumes from it)")
-    k.add_argument("--namespace", default="default")
-    k.add_argument("--name", default=None)
-    k.add_argument("--gpus", type=int, default=1, help="GPUs per worker pod")
-    k.add_argument("--workers", type=int, default=1)
-    k.add_argument("--max-workers", type=int, default=None)
-    k.add_argument("--gpu-type", default=None, help="node label nvidia.com/gpu.product, e.g. NVIDIA-H100-80GB-HBM3")
-    k.add_argument("--aws-secret", default=None, help="a Secret with AWS_* variables for the S3 store")
-    k.add_argument("--output", "-o", default=None)
-    k.add_argument("--kubeconfig", default=None)
-    k.add_argument("--context", default=None)
-    k.set_defaults(handler=cmd_k8s)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("file", help="sweep file")
+    common.add_argument("--image", default=None,
+                        help="container image with auditkit-ray[ray,hf,s3] installed (default: the tag "
+                             "docker/Dockerfile's build gives it, auditkit-ray:VERSION-gpu, or -cpu with --gpus 0)")
+    common.add_argument("--store", required=True,
+                        help="s3://bucket/prefix result store (a retried job resumes from it)")
+    common.add_argument("--namespace", default="default")
+    common.add_argument("--name", default=None, help="the RayJob's name (default: the sweep file's stem)")
+    common.add_argument("--gpus", type=int, default=1, help="GPUs per worker pod")
+    common.add_argument("--workers", type=int, default=1)
+    common.add_argument("--max-workers", type=int, default=None)
+    common.add_argument("--gpu-type", default=None,
+                        help="node label nvidia.com/gpu.product, e.g. NVIDIA-H100-80GB-HBM3")
+    common.add_argument("--aws-secret", default=None, help="a Secret with AWS_* variables for the S3 store")
+    k = sub.add_parser("k8s", help="render or submit a KubeRay RayJob for a sweep",
+                       description="A KubeRay RayJob (and the ConfigMap holding the sweep file) that runs a sweep.")
+    actions = k.add_subparsers(dest="action", required=True, metavar="{render,submit}", parser_class=type(k))
+    r = actions.add_parser("render", parents=[common], help="write the RayJob and ConfigMap as YAML",
+                           description="Write the RayJob and its ConfigMap as plain YAML (stdout, or --output).")
+    r.add_argument("--output", "-o", default=None, help="write to this file instead of stdout")
+    r.set_defaults(handler=cmd_k8s, kubeconfig=None, context=None)
+    s = actions.add_parser("submit", parents=[common], help="create the RayJob through the Kubernetes API",
+                           description="Create the ConfigMap and the RayJob through the Kubernetes API.")
+    s.add_argument("--kubeconfig", default=None)
+    s.add_argument("--context", default=None)
+    s.set_defaults(handler=cmd_k8s, output=None)

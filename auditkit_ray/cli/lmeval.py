@@ -85,6 +85,6 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--generation-actors", type=int, default=1, help="pipeline: generation actors (GPUs)")
     p.add_argument("--data-dir", default=None, help="pipeline: where task docs are written as JSONL "
                                                     "(default ~/.cache/auditkit-ray/lmeval)")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress lines and no summary table")
     p.add_argument("--json", action="store_true", help="print the RunResults as JSON")
     p.set_defaults(handler=cmd_lmeval)

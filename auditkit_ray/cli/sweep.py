@@ -10,6 +10,7 @@ from typing import Any
 from .. import api
 from ..errors import EXIT_GATE, EXIT_OK
 from .output import SweepStatus, emit, print_run
+from .run import add_common
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -54,9 +55,7 @@ def add_parsers(sub: Any) -> None:
     w = sub.add_parser("sweep", help="run every run of a sweep file on Ray (resumes finished shards)")
     w.add_argument("file")
     w.add_argument("--dry-run", action="store_true", help="print the plan (runs, GPUs, what is done) without running")
-    w.add_argument("--address", default=None)
-    w.add_argument("--store", default=None, help="result store root (overrides base.store.path)")
-    w.add_argument("--quiet", action="store_true")
+    add_common(w)
     w.add_argument("--fail-fast", action="store_true",
                    help="start no new cell after the first failure (default: finish every cell that can)")
     w.add_argument("--events", default=None, metavar="FILE.jsonl",

@@ -74,13 +74,22 @@ def _progress_shown(enabled: bool) -> Iterator[None]:
 
 
 class _Progress:
-    def __init__(self, name: str, total_shards: int, done_shards: int, enabled: bool) -> None:
+    """A line per shard on a terminal; elsewhere (a log, CI) one every 10 s and the last. The rate is over the
+    run's wall time from its start (``started``), the window the final summary's rate uses; the ETA is from
+    the shards done in this invocation (a resumed run's stored shards took no time)."""
+
+    def __init__(self, name: str, total_shards: int, done_shards: int, enabled: bool,
+                 started: float | None = None) -> None:
         self.name, self.total, self.done = name, total_shards, done_shards
+        self.reused = done_shards
         self.enabled = enabled
         self.tty = sys.stderr.isatty()
         self.t0 = time.perf_counter()
+        self.started = self.t0 if started is None else started
         self.last = 0.0
         self.samples = 0
+        if enabled and done_shards:
+            progress_log.info("[%s] resuming: %d of %d shards are stored and reused", name, done_shards, total_shards)
 
     def update(self, n: int) -> None:
         self.done += 1
@@ -89,9 +98,10 @@ class _Progress:
         if not self.enabled:
             return
         if self.tty or now - self.last > 10 or self.done == self.total:
-            rate = self.samples / max(1e-9, now - self.t0)
+            rate = self.samples / max(1e-9, now - self.started)
             left = self.total - self.done
-            eta = f", ETA {left * (now - self.t0) / max(1, self.done):.0f}s" if left else ""
+            per_shard = (now - self.t0) / max(1, self.done - self.reused)
+            eta = f", ETA {left * per_shard:.0f}s" if left else ""
             progress_log.info("[%s] shards %d/%d, %.1f samples/s%s", self.name, self.done, self.total, rate, eta)
             self.last = now
 
@@ -108,7 +118,8 @@ def model_key(spec: RunSpec) -> str:
 
 def run_pipeline(plans: list[Plan], address: str | None, progress: bool, *, actor_restarts: int | None = None,
                  on_shard: Callable[[Any], None] | None = None,
-                 on_start: Callable[[Any], None] | None = None) -> dict[str, dict[str, Any]]:
+                 on_start: Callable[[Any], None] | None = None,
+                 started: float | None = None) -> dict[str, dict[str, Any]]:
     """One streaming pipeline over the pending shards of runs that share a
     model. Returns per-run generation statistics keyed by run fingerprint.
 
@@ -208,7 +219,7 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool, *, acto
     handle = kill_actors_on_failure(ds)
     if on_start is not None:
         on_start(handle)
-    bar = _Progress(name, sum(p.n_shards for p in plans), sum(len(p.done) for p in plans), progress)
+    bar = _Progress(name, sum(p.n_shards for p in plans), sum(len(p.done) for p in plans), progress, started)
     try:
         with _progress_shown(progress):
             for row in ds.iter_rows():
@@ -305,7 +316,7 @@ def evaluate_specs(specs: list[RunSpec], *, address: str | None = None, progress
         by_model.setdefault(model_key(p.spec), []).append(p)
     stats: dict[str, dict[str, Any]] = {}
     for group in by_model.values():
-        stats.update(run_pipeline(group, address, progress))
+        stats.update(run_pipeline(group, address, progress, started=t0))
     wall = time.perf_counter() - t0
     return [stored_or_finish(p, stats[p.layout.run_fp], wall) for p in plans]
 

@@ -88,3 +88,7 @@ def test_a_signal_stops_the_run_cleanly_naming_the_stored_shards_and_running_aga
                            timeout=300)
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["perf"]["samples"] == 24
+    # the resumed run says what it reuses; off a terminal its progress still gives an ETA
+    assert f"[long] resuming: {stored} of 12 shards are stored and reused" in again.stderr, again.stderr
+    progress = [ln for ln in again.stderr.splitlines() if "[long] shards " in ln]
+    assert progress and "ETA" in progress[0] and progress[-1].startswith("[long] shards 12/12"), again.stderr

@@ -43,7 +43,7 @@ def test_runs_list_query_show_and_sync(make_spec, tmp_path, capsys):
     assert rows[0]["fingerprint"][:12] in capsys.readouterr().out
     assert main(["runs", "query", "--db", db, "--metric", "exact_match<0.5", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
-    assert main(["runs", "show", rows[0]["fingerprint"][:8], "--db", db]) == 0
+    assert main(["runs", "show", rows[0]["fingerprint"][:8], "--db", db, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["config"]["model"]["type"] == "simulated"
     db2 = str(tmp_path / "idx2.sqlite")
     assert main(["runs", "sync", "--db", db2, "--store", str(tmp_path / "store")]) == 0
