@@ -17,14 +17,16 @@ Per metric:
     repeats of one sample_id, clustered by sample_id): mean +- t(G-1) x the
     cluster-robust standard error;
   * otherwise binary metrics: Wilson (default) or Clopper-Pearson
-    (``binary_ci``); other mean metrics: percentile bootstrap;
+    (``binary_ci``); other mean metrics: mean +- z x the standard error
+    (the run summary's interval, so a run shows one interval everywhere);
   * corpus metrics: percentile bootstrap over per-sample ``metadata.stats``,
     finalized by the metric rebuilt from its identity, else no interval and
     the reason;
   * without a readable per-sample table: the interval stored in the run's
     summary, with a note.
 - Winners: the best mean, plus every run whose interval overlaps the best
-  run's interval (a tie: the intervals do not separate them).
+  run's interval (a tie: the intervals do not separate them), unless the
+  paired test finds it significantly worse than the best.
 - Pairwise: paired tests between every two ranked runs on the samples both
   scored (exact McNemar for binary metrics, paired permutation otherwise),
   Holm-adjusted within the metric; ``significant`` reads the adjusted p.
@@ -284,12 +286,11 @@ def _interval(run: LoadedRun, s: MetricSummary, name: str, *, confidence: float,
         k = sum(values)  # type: ignore[arg-type]
         lo, hi = st.wilson(k, n, confidence) if binary_ci == "wilson" else st.clopper_pearson(int(k), n, confidence)
         out.update(ci_low=lo, ci_high=hi, ci_method=binary_ci)
-    else:
-        ci = st.bootstrap_mean_ci(values, confidence=confidence,  # type: ignore[arg-type]
-                                  n_resamples=n_resamples, seed=seed)
-        if ci is not None:
-            out.update(ci_low=ci[0], ci_high=ci[1],
-                       ci_method=f"bootstrap percentile ({n_resamples} resamples, seed {seed})")
+    elif n > 1:
+        # the run summary's interval (mean +- z x the standard error): one interval per metric and run, the
+        # same in `run`, the reports and the leaderboard
+        z = st.z_value(confidence)
+        out.update(ci_low=mean - z * out["stderr"], ci_high=mean + z * out["stderr"], ci_method="normal")
     if notes:
         out["ci_note"] = "; ".join(notes)
     return out
@@ -381,6 +382,17 @@ def _board(name: str, runs: list[LoadedRun], *, confidence: float, binary_ci: st
             c.p_holm = adj
             c.significant = None if adj is None else adj < alpha
         board.pairwise = cells
+        # a run the paired test finds significantly worse than the best is not tied with it, whatever the
+        # intervals say: "best or tied" and "significantly worse" never mark one run at once
+        best = ranked[0].run
+        for c in cells:
+            other = c.b if c.a == best else c.a if c.b == best else None
+            if other is not None and c.significant and c.better == best:
+                e = next(x for x in ranked if x.run == other)
+                if e.tied_with_best and e.mean != ranked[0].mean:
+                    e.tied_with_best = False
+        board.winners = [e.run for e in ranked if e.tied_with_best]
+        board.tie = len(board.winners) > 1
     return board
 
 

@@ -162,7 +162,7 @@ def _vs_best(cells: dict, best: str, run: str) -> str:
         return "-"
     if c.p_holm is None:
         return "n/a"
-    return tx.pval(c.p_holm) + ("*" if c.significant else "")
+    return tx.pval(c.p_holm) + ("†" if c.significant else "")
 
 
 def _vs_base(lb: Any, run: str, metric: str) -> str:
@@ -229,7 +229,7 @@ def format_leaderboard(lb: Any, *, pairwise: bool = False, width: int = 120) -> 
                 head, rows = head[:-1], [r[:-1] for r in rows]
             lines += tx.table(head, rows, indent="  ")
             lines.append(f"  * best or tied with the best (intervals overlap); vs best: paired test against "
-                         f"{short.get(best, best)}, Holm-adjusted, * significant"
+                         f"{short.get(best, best)}, Holm-adjusted, † significant"
                          + ("; vs baseline: delta, paired p, grade" if lb.baseline is not None else "")
                          + f"; intervals: {_methods(ranked)}")
         for e in board.entries:
@@ -299,9 +299,9 @@ def _matrix(board: Any, short: dict[str, str]) -> list[str]:
                 row.append("-")
                 continue
             c = cells[(a, b)]
-            row.append(("n/a" if c.p_holm is None else tx.pval(c.p_holm)) + ("*" if c.significant else ""))
+            row.append(("n/a" if c.p_holm is None else tx.pval(c.p_holm)) + ("†" if c.significant else ""))
         rows.append(row)
-    lines = ["  pairwise (paired tests, Holm-adjusted p; * significant):"]
+    lines = ["  pairwise (paired tests, Holm-adjusted p; † significant):"]
     lines += tx.table(head, rows, indent="  ")
     for c in board.pairwise:
         if c.reason:

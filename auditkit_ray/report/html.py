@@ -343,7 +343,7 @@ def _pairwise(report: Any) -> list[str]:
     lb = report.board
     out = ['<section id="pairwise"><h2>Pairwise paired tests</h2>',
            f'<p class="note">Holm-adjusted p of the paired test between every two ranked runs (darker: smaller p; '
-           f"* significant at α = {lb.alpha:g}); the row's run is the better one where it is marked ▲, the "
+           f"† significant at α = {lb.alpha:g}); the row's run is the better one where it is marked ▲, the "
            "column's where ▼. Hover a cell for the pair.</p>"]
     names = display_names([r.label for r in report.runs])
     shown = 0
@@ -371,7 +371,7 @@ def _pairwise(report: Any) -> list[str]:
                        + (f"; better: {c.better}" if c.better else "") + (f"; {c.reason}" if c.reason else ""))
                 text = "" if dense else e(("<.001" if c.p_holm is not None and c.p_holm < 1e-3 else
                                            f"{c.p_holm:.2f}" if c.p_holm is not None else "n/a")
-                                          + ("*" if c.significant else "") + arrow)
+                                          + ("†" if c.significant else "") + arrow)
                 tds.append(f'<td class="hm" style="{_heat(c.p_holm)}" data-sort="{_sort_val(c.p_holm)}" '
                            f'title="{e(tip)}">{text}</td>')
             rows.append(f'<tr data-run="{e(a)}"><td class="num" data-sort="{i + 1}">{i + 1}</td>'
@@ -409,11 +409,11 @@ def _regressions(report: Any) -> list[str]:
                    f'<td class="num" data-sort="{_sort_val(mc.candidate_mean)}">{_num(mc.candidate_mean)}</td>'
                    f'<td class="num" data-sort="{_sort_val(mc.delta)}">{e(tx.signed(mc.delta))}</td>'
                    f'<td class="num" data-sort="{_sort_val(mc.retention)}">{e(tx.pct(mc.retention))}</td>'
-                   f'<td class="num" data-sort="{_sort_val(p)}">{e(tx.pval(p))}{" *" if mc.significant else ""}</td>'
+                   f'<td class="num" data-sort="{_sort_val(p)}">{e(tx.pval(p))}{" †" if mc.significant else ""}</td>'
                    f'<td class="grade-{e(mc.grade.split()[0].split(".")[0])}">{e(mc.grade)}</td>'
                    f'<td>{e("; ".join(mc.reasons))}</td></tr>')
     out.append(
-        f'</tbody></table><p class="legend-text">* paired test significant at α = {report.alpha:g}.</p></section>')
+        f'</tbody></table><p class="legend-text">† paired test significant at α = {report.alpha:g}.</p></section>')
     return out
 
 

@@ -85,7 +85,7 @@ def format_markdown(report: Any, *, max_samples: int = 10) -> str:
             for label, mc in regs:
                 p = mc.paired
                 pv = tx.pval(p.p_value) if p is not None and p.p_value is not None else "–"
-                sig = " \\*" if mc.significant else ""
+                sig = " †" if mc.significant else ""
                 grade = {"fail": "❌ fail", "warn": "⚠️ warn", "pass": "pass", "n.s.": "n.s.",
                          "not comparable": "not comparable"}.get(mc.grade, mc.grade)
                 rows.append([esc(label), esc(mc.name), mc.direction.arrow, tx.num(mc.baseline_mean),
@@ -95,7 +95,7 @@ def format_markdown(report: Any, *, max_samples: int = 10) -> str:
             lines += table(["run", "metric", "dir", "baseline", "candidate", "Δ", "retention", "p", "grade", "why"],
                            rows,
                            ["l", "l", "c", "r", "r", "r", "r", "r", "l", "l"])
-            lines.append(f"\\* paired test significant at α = {lb.alpha:g}.")
+            lines.append(f"† paired test significant at α = {lb.alpha:g}.")
             lines.append("")
             wrong = [(label, mc) for label, mc in regs
                      if mc.paired is not None and mc.paired.diff is not None and mc.paired.diff.newly_wrong]

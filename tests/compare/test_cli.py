@@ -148,7 +148,7 @@ def test_leaderboard_prints_the_pairwise_matrix_only_with_pairwise(pair, capsys)
     assert "vs best: Holm p" in out and all(len(line) <= 120 for line in out.splitlines())
     assert main(["leaderboard", str(a), str(b), "--resamples", "100", "--pairwise"]) == 0
     out = capsys.readouterr().out
-    assert "pairwise (paired tests, Holm-adjusted p; * significant):" in out
+    assert "pairwise (paired tests, Holm-adjusted p; † significant):" in out
     assert main(["leaderboard", str(a), str(b), "--resamples", "100", "--baseline", str(a)]) == 0
     out = capsys.readouterr().out
     assert "vs baseline" in out and "grades against baseline base:" in out

@@ -101,13 +101,21 @@ def test_clustered_errors_when_samples_carry_a_cluster_id_or_repeat(tmp_path, ma
     assert "repeats clustered by sample_id" in e2.ci_method and e2.n_clusters == 20
 
 
-def test_bootstrap_interval_for_continuous_means_is_seeded(tmp_path, make_run):
+def test_a_continuous_mean_gets_the_run_summarys_interval(tmp_path, make_run):
+    # one interval per metric and run (issue 30): the leaderboard's is the one the run printed
+    from auditkit_ray.core.aggregate import MeanStats, summarize
+    from auditkit_ray.core.types import Score
+
     rng = random.Random(9)
-    a = make_run(tmp_path, "a", {"f1": {"values": {i: rng.random() for i in IDS}}})
+    values = {i: rng.random() for i in IDS}
+    a = make_run(tmp_path, "a", {"f1": {"values": values}})
     e1 = leaderboard([a], n_resamples=300, seed=4).metrics["f1"].entries[0]
-    e2 = leaderboard([a], n_resamples=300, seed=4).metrics["f1"].entries[0]
-    assert e1.ci_method == "bootstrap percentile (300 resamples, seed 4)"
-    assert (e1.ci_low, e1.ci_high) == (e2.ci_low, e2.ci_high) and e1.ci_low < e1.mean < e1.ci_high
+    st = MeanStats()
+    for v in values.values():
+        st.add(Score.scored("f1", v))
+    s = summarize(st)
+    assert e1.ci_method == "normal" and e1.ci_low < e1.mean < e1.ci_high
+    assert (e1.ci_low, e1.ci_high) == pytest.approx((s["ci_low"], s["ci_high"]), abs=1e-12)
 
 
 def test_corpus_metric_interval_uses_finalize_or_is_skipped_with_a_reason(tmp_path, make_run, monkeypatch):

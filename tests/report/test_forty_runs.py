@@ -98,7 +98,7 @@ def test_forty_run_leaderboard_fits_a_120_column_terminal(report40):
     assert text.splitlines()[-1].startswith("result: ok (no gate set: the result is ok by default and any grades "
                                             "are advisory); 2 cell(s) failed")
     full = report40.board.format(pairwise=True)
-    assert "pairwise (paired tests, Holm-adjusted p; * significant):" in full
+    assert "pairwise (paired tests, Holm-adjusted p; † significant):" in full
     assert re.search(r"^\s+Holm p\s+1\s+2\s+3", full, re.M)
 
 
