@@ -69,7 +69,11 @@ def _start(ray: Any, address: str | None, execution: Any, worker_env: dict[str, 
         # an extra setup process, which costs most of a second per start.
         # quick_local_start: Ray's head node without the processes no one would use and without its
         # one-second waits for the raylet (ray_compat)
-        with (environ(worker_env), ray_compat.dropped(ray_compat.TOKEN_AUTH_LOGGER, ray_compat.TOKEN_AUTH_ENABLED),
+        # every process of the local cluster inherits this mark (Ray's agents rename themselves, so their
+        # command line does not say whose they are): the reaper finds them by it
+        mark = f"{os.getpid()}:{os.urandom(6).hex()}"
+        with (environ({**worker_env, REAPER_MARK: mark}),
+              ray_compat.dropped(ray_compat.TOKEN_AUTH_LOGGER, ray_compat.TOKEN_AUTH_ENABLED),
               ray_compat.quick_local_start(kwargs["log_to_driver"])):
             ray.init(
                 address="local",
@@ -79,6 +83,54 @@ def _start(ray: Any, address: str | None, execution: Any, worker_env: dict[str, 
                 **kwargs,
             )
         atexit.register(release_local_cluster)  # runs before Ray's own exit hook (atexit is last in, first out)
+        start_reaper(mark)
+
+
+#: the environment variable that marks the processes of the local cluster this driver started
+REAPER_MARK = "AUDITKIT_RAY_DRIVER"
+
+#: runs in a process of its own: waits for the driver's end of its stdin to close (the driver exited, however
+#: it died), then kills what is left of the local cluster the driver started: the processes carrying its mark
+_REAPER = r"""
+import os, signal, sys, time
+mark, me = b"\0" + sys.argv[1].encode() + b"\0", os.getpid()
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+sys.stdin.buffer.read()
+time.sleep(0.5)
+for pid in os.listdir("/proc"):
+    if not pid.isdigit() or int(pid) == me:
+        continue
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = b"\0" + f.read()
+    except OSError:
+        continue
+    if mark in env:
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except OSError:
+            pass
+"""
+
+
+def start_reaper(mark: str) -> None:
+    """Make the local cluster go away with the driver, also when the driver is killed (SIGKILL runs no exit
+    hook, and Ray's agents outlive their raylet for a minute and more). Linux: it reads ``/proc``."""
+    import subprocess
+    import sys
+
+    if not os.path.isdir("/proc"):
+        return
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", _REAPER, f"{REAPER_MARK}={mark}"], stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError as exc:  # no reaper: the exit hook still stops the cluster on a normal exit
+        log.debug("no reaper for the local cluster: %s", exc)
+        return
+    _REAPERS.append(proc)  # its stdin stays open, and so the reaper waits, as long as this process lives
+
+
+_REAPERS: list[Any] = []
 
 
 @contextlib.contextmanager

@@ -3,6 +3,7 @@ quietly with exit 0. The real console script, in a subprocess."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 from pathlib import Path
@@ -92,3 +93,48 @@ def test_a_signal_stops_the_run_cleanly_naming_the_stored_shards_and_running_aga
     assert f"[long] resuming: {stored} of 12 shards are stored and reused" in again.stderr, again.stderr
     progress = [ln for ln in again.stderr.splitlines() if "[long] shards " in ln]
     assert progress and "ETA" in progress[0] and progress[-1].startswith("[long] shards 12/12"), again.stderr
+
+
+def _session_processes(driver_pid: int) -> list[str]:
+    """Processes of the local cluster a driver started: they carry its mark (runtime.REAPER_MARK, the driver's
+    pid first) in their environment; Ray's agents rename themselves, so the command line cannot tell."""
+    out = []
+    needle = f"\0AUDITKIT_RAY_DRIVER={driver_pid}:".encode()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            env = b"\0" + Path(f"/proc/{pid}/environ").read_bytes()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if needle in env:
+            out.append(f"{pid}: {cmd[:120]}")
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc (Linux)")
+def test_a_killed_driver_takes_its_local_cluster_with_it(tmp_path):
+    import json
+    import time
+
+    import yaml
+
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"id": f"s{i:02d}", "q": f"q{i}", "a": "x"}) + "\n" for i in range(24)))
+    cfg = {"name": "long", "dataset": {"path": str(data), "input_field": "q", "target_field": "a"},
+           "model": {"type": "simulated", "fixed_cost_s": 0.6, "per_token_s": 0.0}, "metrics": ["exact_match"],
+           "execution": {"shard_size": 2}, "store": {"path": str(tmp_path / "store")}, "tracking": {"index": False}}
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(cfg))
+    p = subprocess.Popen([EXE, "run", "run.yaml", "--quiet"], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and p.poll() is None and not list((tmp_path / "store").glob("runs/*/*/shard-*")):
+        time.sleep(0.1)
+    assert p.poll() is None and _session_processes(p.pid), "the run never got going"
+    p.kill()  # SIGKILL: no exit hook runs
+    p.wait()
+    deadline = time.time() + 20  # Ray's own agents stay for 45 s and more without the reaper
+    while time.time() < deadline and _session_processes(p.pid):
+        time.sleep(0.5)
+    assert not _session_processes(p.pid), _session_processes(p.pid)
