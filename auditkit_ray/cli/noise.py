@@ -28,7 +28,7 @@ FOREIGN = re.compile(
     r"|nanobind: leaked"
     r"|fatal: not a git repository"
     r"|\*\*\* SIGTERM received"  # Ray's C++ signal report
-    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+\s+(?:INFO|WARNING|ERROR) (?:worker|services|node|utils|scripts)\.py:\d+"
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+\s+(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+[\w.]+\.py:\d+ -- "  # Ray's loggers
     r")"
 )
 

@@ -138,3 +138,32 @@ def test_a_killed_driver_takes_its_local_cluster_with_it(tmp_path):
     while time.time() < deadline and _session_processes(p.pid):
         time.sleep(0.5)
     assert not _session_processes(p.pid), _session_processes(p.pid)
+
+
+def test_a_failed_run_shows_only_our_message_and_names_the_log_holding_rays_lines(tmp_path, tiny_model):
+    import json
+    import shutil
+
+    import yaml
+
+    model = tmp_path / "no-weights"
+    model.mkdir()
+    shutil.copy(tiny_model / "config.json", model / "config.json")  # a folder without weights or tokenizer
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"id": f"s{i}", "q": "x", "a": "x"}) + "\n" for i in range(4)))
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump({
+        "name": "nw", "model": {"type": "hf", "path": str(model), "device": "cpu"},
+        "dataset": {"path": str(data), "input_field": "q", "target_field": "a"}, "metrics": ["exact_match"],
+        "store": {"path": str(tmp_path / "store")}, "tracking": {"index": False}}))
+    r = subprocess.run([EXE, "run", "run.yaml", "--quiet"], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=300)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and lines[0].startswith("error: hf backend: cannot load model"), r.stderr
+    assert len(lines) == 2 and lines[1].startswith("(Ray and library log lines of this command: "), r.stderr
+    log = Path(lines[1].split(": ", 1)[1].rstrip(")"))
+    assert "ERROR" in log.read_text(), "Ray's own lines went to the log file"
+    # --verbose lets them through (shown here on a line of Ray's format, without starting Ray again)
+    from auditkit_ray.cli.noise import FOREIGN
+
+    assert FOREIGN.match(next(ln for ln in log.read_text().splitlines() if "ERROR" in ln))
+    assert "--verbose" in subprocess.run([EXE, "--help"], capture_output=True, text=True).stdout
