@@ -106,7 +106,25 @@ class ShardTally:
                                       binary=set(vals) <= {0.0, 1.0}, counts=counts)
         if repeated:
             t.flaky = flaky_samples(outcomes)
+            for name, (g, ss, sn, nn) in _cluster_sums(outcomes).items():
+                st = t.stats.get(name)
+                if st is not None:
+                    st.clusters, st.c_ss, st.c_sn, st.c_nn = g, ss, sn, nn
         return t
+
+
+def _cluster_sums(outcomes: Iterable[tuple[str, int, str, Status, Any]]) -> dict[str, tuple[int, float, float, float]]:
+    """Per score name over the samples with a scored value: (samples, sum s_g**2, sum s_g*n_g, sum n_g**2)."""
+    per: dict[str, dict[str, list[float]]] = {}
+    for sid, _rep, name, status, value in outcomes:
+        if status is Status.SCORED:
+            per.setdefault(name, {}).setdefault(sid, []).append(float(value))
+    out = {}
+    for name, groups in per.items():
+        sums = [(math.fsum(v), len(v)) for v in groups.values()]
+        out[name] = (len(sums), math.fsum(s * s for s, _ in sums), math.fsum(s * k for s, k in sums),
+                     float(sum(k * k for _, k in sums)))
+    return out
 
 
 def flaky_samples(outcomes: Iterable[tuple[str, int, str, Status, Any]]) -> dict[str, list[str]]:

@@ -22,6 +22,12 @@ class MeanStats:
     total_sq: float = 0.0
     binary: bool = True
     counts: dict[str, int] = field(default_factory=lambda: {s.value: 0 for s in Status})
+    #: repeated samples: clusters (samples) with a scored value, and over them the sums of s_g**2, s_g*n_g and
+    #: n_g**2 (s_g, n_g: a sample's sum and count of scored values), which give the cluster-robust error at merge
+    clusters: int = 0
+    c_ss: float = 0.0
+    c_sn: float = 0.0
+    c_nn: float = 0.0
 
     def add(self, score: Score) -> None:
         self.counts[STATUS_VALUE[score.status]] += 1
@@ -39,6 +45,10 @@ class MeanStats:
             total=self.total + other.total,
             total_sq=self.total_sq + other.total_sq,
             binary=self.binary and other.binary,
+            clusters=self.clusters + other.clusters,  # a sample's repeats are in one shard: clusters add up
+            c_ss=self.c_ss + other.c_ss,
+            c_sn=self.c_sn + other.c_sn,
+            c_nn=self.c_nn + other.c_nn,
         )
         out.counts = {k: self.counts.get(k, 0) + other.counts.get(k, 0) for k in set(self.counts) | set(other.counts)}
         return out
@@ -49,6 +59,56 @@ class MeanStats:
         for s in scores:
             st.add(s)
         return st
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """The continued fraction of the regularized incomplete beta function (Lentz's method)."""
+    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-15:
+            break
+    return h
+
+
+def _t_cdf(t: float, df: int) -> float:
+    if t == 0:
+        return 0.5
+    x = df / (df + t * t)
+    if x <= 0.0:
+        return 1.0 if t > 0 else 0.0
+    a, b = df / 2.0, 0.5
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    ib = front * _betacf(a, b, x) / a if x < (a + 1) / (a + b + 2) else 1.0 - front * _betacf(b, a, 1 - x) / b
+    return 1.0 - 0.5 * ib if t >= 0 else 0.5 * ib
+
+
+def t_quantile(p: float, df: int) -> float:
+    """Student's t quantile (stdlib only: the core does not import scipy; agrees with scipy to ~1e-10)."""
+    lo, hi = -1e3, 1e3
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if _t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
 
 
 def wilson_interval(successes: float, n: int, z: float = Z95) -> tuple[float, float] | tuple[None, None]:
@@ -91,7 +151,18 @@ def summarize(stats: MeanStats, confidence: float = 0.95) -> dict:
     var = max(0.0, stats.total_sq / n - mean * mean) * (n / (n - 1)) if n > 1 else 0.0
     se = math.sqrt(var / n) if n > 1 else 0.0
     out.update(mean=mean, stderr=se)
-    if stats.binary:
+    if 2 <= stats.clusters < n:
+        # repeated samples: the repeats of one sample are not independent, so the cluster-robust error and
+        # t(G - 1), as the leaderboard computes it from the per-sample table (one interval everywhere)
+        g = stats.clusters
+        resid = max(0.0, stats.c_ss - 2 * mean * stats.c_sn + mean * mean * stats.c_nn)
+        cse = math.sqrt(g / (g - 1) * resid) / n
+        t = t_quantile(1 - (1 - confidence) / 2, g - 1)
+        lo, hi = mean - t * cse, mean + t * cse
+        if stats.binary:
+            lo, hi = max(0.0, lo), min(1.0, hi)
+        out.update(ci_low=lo, ci_high=hi, ci_method=f"clustered t ({g} clusters, repeats clustered by sample_id)")
+    elif stats.binary:
         lo, hi = wilson_interval(stats.total, n)
         out.update(ci_low=lo, ci_high=hi, ci_method="wilson")
     elif n > 1:

@@ -63,3 +63,34 @@ def test_a_run_shows_one_interval_per_metric_in_every_output(runs):
         for fmt in ("text", "md"):
             out = console("report", a, b, "-f", fmt, "--resamples", "500").stdout.replace("\\", "")
             assert want in out, (metric, fmt, want)
+
+
+def test_a_repeated_runs_summary_interval_is_the_leaderboards_clustered_one():
+    # with repeats the run summary (merged from shard tallies) and the leaderboard (from the per-sample
+    # table) both use the cluster-robust error with t(G - 1): one interval for the run, in every output
+    import random
+
+    from auditkit_ray.actors.tally import ShardTally
+    from auditkit_ray.compare import stats as st
+    from auditkit_ray.core.aggregate import summarize
+    from auditkit_ray.core.types import Score
+
+    rng = random.Random(5)
+    rows, values, clusters = [], [], []
+    for i in range(30):
+        p = rng.random()
+        for rep in range(3):
+            v = float(rng.random() < p)
+            values.append(v)
+            clusters.append(f"s{i}")
+            rows.append({"sample_id": f"s{i}", "repeat": rep, "error": None, "scores": [Score.scored("acc", v)],
+                         "latency_s": None, "latency_scope": None, "prompt_tokens": 0, "completion_tokens": 0,
+                         "token_source": None, "gen_metadata": {}})
+    halves = [ShardTally.of_rows(rows[:45], {}), ShardTally.of_rows(rows[45:], {})]  # two shards, merged
+    summary = summarize(halves[0].stats["acc"].merge(halves[1].stats["acc"]))
+    se, g = st.clustered_se(values, clusters)
+    mean = sum(values) / len(values)
+    t = st.t_value(0.95, g - 1)
+    assert summary["ci_method"].startswith("clustered t (30 clusters")
+    assert (summary["ci_low"], summary["ci_high"]) == pytest.approx((max(0.0, mean - t * se), min(1.0, mean + t * se)),
+                                                                    abs=1e-9)
