@@ -46,8 +46,8 @@ BENCHMARKS = _registry()
 #: figures each smoke run must print (a system that cannot run here prints
 #: ``<name>: skipped (...)`` instead, which also matches)
 EXPECTED = {
-    "generation": ["gen.plain-hf", "gen.auditkit-hf", "gen.lm_eval-hf", "gen.plain-hf.time_to_first_output",
-                   "gen.auditkit-hf.time_to_first_output"],
+    "generation": ["gen.plain-hf", "gen.auditkit-hf", "gen.lm_eval-hf", "gen.plain-hf.time_to_first_token",
+                   "gen.auditkit-hf.time_to_first_token"],
     "scaling": ["scaling.ray_start", "scaling.n1.wall", "scaling.n2.wall", "scaling.n2.driver_rss_peak",
                 "goal.efficiency_ge_0.9_up_to_16", "goal.driver_rss_flat"],
     "overlap": ["overlap.generate_only", "overlap.judge_only", "overlap.overlapped",

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from console import EXE
+from console import EXE, check_clean_stderr
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,6 +49,7 @@ def test_compare_piped_into_head_exits_zero_without_a_traceback(command, runs, t
     }[command]
     r = _reader_gone(args, tmp_path)
     assert r.returncode == 0, r.stderr
+    check_clean_stderr(r.stderr)
     assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr, r.stderr
 
 
@@ -85,10 +86,12 @@ def test_a_signal_stops_the_run_cleanly_naming_the_stored_shards_and_running_aga
     stored = int(lines[0].split(": ")[2].split(" of ")[0])
     assert 1 <= stored < 12, lines[0]
     assert "Traceback" not in err and "Stack (most recent call first)" not in err, err
+    check_clean_stderr(err)
     again = subprocess.run([EXE, "run", str(run), "--json"], cwd=tmp_path, capture_output=True, text=True,
                            timeout=300)
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["perf"]["samples"] == 24
+    check_clean_stderr(again.stderr)
     # the resumed run says what it reuses; off a terminal its progress still gives an ETA
     assert f"[long] resuming: {stored} of 12 shards are stored and reused" in again.stderr, again.stderr
     progress = [ln for ln in again.stderr.splitlines() if "[long] shards " in ln]
@@ -160,6 +163,7 @@ def test_a_failed_run_shows_only_our_message_and_names_the_log_holding_rays_line
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == 2 and lines[0].startswith("error: hf backend: cannot load model"), r.stderr
     assert len(lines) == 2 and lines[1].startswith("(Ray and library log lines of this command: "), r.stderr
+    check_clean_stderr(r.stderr)
     log = Path(lines[1].split(": ", 1)[1].rstrip(")"))
     assert "ERROR" in log.read_text(), "Ray's own lines went to the log file"
     # --verbose lets them through (shown here on a line of Ray's format, without starting Ray again)
