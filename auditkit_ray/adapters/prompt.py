@@ -94,12 +94,29 @@ class PromptAdapter:
         return out
 
     def build(self, sample: Any, raw: dict) -> str | list[dict]:
+        prompt = self._build(sample, raw)
+        if getattr(sample, "images", None):
+            from ..core.images import with_images
+
+            return with_images(prompt, sample.images)
+        return prompt
+
+    def _build(self, sample: Any, raw: dict) -> str | list[dict]:
         rec = self._record(sample, raw)
         if isinstance(sample.input, list) and self.spec.template is None:  # already chat messages
             msgs = [m.model_dump(exclude_none=True) for m in sample.input]
             if self.spec.system and not any(m["role"] == "system" for m in msgs):
                 msgs.insert(0, {"role": "system", "content": self.spec.system})
             return msgs
+        if getattr(sample, "images", None) and not self.spec.chat:
+            # images travel in chat messages only: the system prompt is a message of its own, not pasted text
+            msgs = [{"role": "system", "content": self.spec.system}] if self.spec.system else []
+            body = self._text(rec, sample.id)
+            shots = self._shots(sample.id)
+            if shots:
+                sep = self.spec.few_shot.separator if self.spec.few_shot else "\n\n"
+                body = sep.join([f"{q} {a}" for q, a in shots] + [body])
+            return [*msgs, {"role": "user", "content": body}]
         text = self._text(rec, sample.id)
         shots = self._shots(sample.id)
         if self.spec.chat:

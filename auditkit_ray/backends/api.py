@@ -147,6 +147,23 @@ def openai_tools(tools: list[Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _with_data_urls(message: dict[str, Any]) -> dict[str, Any]:
+    """A message whose local (``file://``) images are sent as base64 ``data:`` URLs: the server never reads
+    the evaluator's files."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return message
+    from ..core.images import data_url
+
+    parts = []
+    for p in content:
+        url = (p.get("image_url") or {}).get("url") if isinstance(p, dict) and p.get("type") == "image_url" else None
+        if isinstance(url, str) and url.startswith("file://"):
+            p = {**p, "image_url": {**p["image_url"], "url": data_url(url)}}
+        parts.append(p)
+    return {**message, "content": parts}
+
+
 class PriceTable(Strict):
     """Prices per one million tokens (any currency; results say ``cost``)."""
 
@@ -216,6 +233,12 @@ class APISettings(BackendSettings):
 
     def supports_logprobs(self) -> bool:
         return True
+
+    def takes_images(self) -> bool:
+        return self.endpoint == "chat"  # image_url content parts; /completions takes text only
+
+    def fetches_image_urls(self) -> bool:
+        return self.endpoint == "chat"  # the server fetches an https image itself
 
     def reads_targets(self) -> bool:
         return False  # the server sees the prompt (and the sample's tools) only
@@ -478,7 +501,8 @@ class APIBackend(Backend):
             if isinstance(r.prompt, str):
                 body["messages"] = [{"role": "user", "content": r.prompt}]
             else:
-                body["messages"] = [{k: v for k, v in dict(m).items() if v is not None} for m in r.prompt]
+                body["messages"] = [_with_data_urls({k: v for k, v in dict(m).items() if v is not None})
+                                    for m in r.prompt]
         else:
             if not isinstance(r.prompt, str):
                 raise ValueError("the 'completions' endpoint takes a text prompt; this request holds chat messages "

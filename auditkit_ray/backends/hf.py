@@ -44,6 +44,8 @@ class HFSettings(CheckpointSettings):
     chat_template: bool = False
     trust_remote_code: bool = False
     num_gpus: float = Field(1.0, ge=0, description="GPUs per generation actor when the cluster has GPUs")
+    vision: bool = Field(False, description="a vision-language checkpoint: loaded with AutoProcessor and "
+                         "AutoModelForImageTextToText, its prompts' images batched with them (docs/images.md)")
 
     # batch composition is fixed by the shard, so batch_size stays in identity
     not_in_identity: ClassVar[frozenset[str]] = CheckpointSettings.not_in_identity | {"device", "num_gpus"}
@@ -53,6 +55,15 @@ class HFSettings(CheckpointSettings):
 
     def load_in_thread(self) -> bool:
         return True  # imports and from_pretrained; torch's thread count is set by the caller
+
+    def takes_images(self) -> bool:
+        return self.vision  # a text-only checkpoint would drop them
+
+    def settings_identity(self) -> dict[str, Any]:
+        out = super().settings_identity()
+        if not self.vision:  # unset: text checkpoints keep the fingerprints they had
+            out.pop("vision", None)
+        return out
 
 
 def _import_torch_transformers():
@@ -104,6 +115,7 @@ class HFBackend(Backend):
         self.tokenizer: Any = None
         self.device: str | None = None
         self._max_positions: int | None = None
+        self._vision: Any = None  # hf_vision.VisionRunner when spec.vision
 
     # ------------------------------------------------------------------ loading
     def load(self) -> None:
@@ -130,6 +142,15 @@ class HFBackend(Backend):
         common: dict[str, Any] = {"trust_remote_code": spec.trust_remote_code}
         if spec.revision:
             common["revision"] = spec.revision
+        if spec.vision:
+            if spec.quantization:
+                raise RunError("hf backend: quantization is for text checkpoints; vision: true takes none")
+            from .hf_vision import VisionRunner
+
+            dtype = "auto" if spec.dtype == "auto" else getattr(torch, _DTYPES[spec.dtype])
+            self._vision = VisionRunner(spec, torch, transformers, device, dtype, common, _dtype_kwarg(transformers))
+            self.model, self.tokenizer, self.device = self._vision.model, self._vision.tokenizer, device
+            return
         try:
             tokenizer = transformers.AutoTokenizer.from_pretrained(str(path), **common)
             dtype: Any = "auto" if spec.dtype == "auto" else getattr(torch, _DTYPES[spec.dtype])
@@ -197,6 +218,8 @@ class HFBackend(Backend):
         of the request list alone, so the pipeline's determinism holds."""
         torch, _ = _import_torch_transformers()
         self._require_loaded()
+        if self._vision is not None:
+            return self._vision.generate(requests, self.generation)
         results: list[Generation | None] = [None] * len(requests)
         encoded = encode_prompts(self._encode_prompt, requests, results, self._max_positions,
                                  f"the model takes at most {self._max_positions}")
@@ -390,6 +413,7 @@ class HFBackend(Backend):
     def close(self) -> None:
         self.model = None
         self.tokenizer = None
+        self._vision = None
         gc.collect()
         try:
             import torch

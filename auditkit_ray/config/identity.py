@@ -84,10 +84,17 @@ _DATASET_SOURCE_FIELDS = {"path", "name", "hub", "config", "revision", "endpoint
 
 
 def dataset_identity(spec: RunSpec) -> dict[str, Any]:
-    """The dataset's content hash and the selection over it. A Hub dataset's content is its
-    resolved commit sha (a local dataset repository's: its files' hash), with its config."""
+    """The dataset's content hash and the selection over it (a probe pack applied to it included).
+    A Hub dataset's content is its resolved commit sha (a local dataset repository's: its files'
+    hash), with its config."""
     d = spec.dataset
     selection = d.model_dump(mode="json", exclude=_DATASET_SOURCE_FIELDS)
+    if selection.get("images_field") is None:  # unset: the fingerprints of datasets without images stay as they were
+        selection.pop("images_field", None)
+    if spec.probes is not None:  # the probed dataset is another dataset; only when set, so others keep theirs
+        from ..probes.pack import probe_identity
+
+        selection["probes"] = probe_identity(spec.probes)
     if d.hub:
         from ..data.hub import hub_revision, local_repository
 
@@ -104,8 +111,45 @@ def dataset_identity(spec: RunSpec) -> dict[str, Any]:
         loc = dataset_location(d)
         if not loc.exists():
             raise loc.not_found()
-        return {"content_hash": loc.content_hash(), "selection": selection}
-    return {"content_hash": hash_path(d.path), "selection": selection}
+        out: dict[str, Any] = {"content_hash": loc.content_hash(), "selection": selection}
+    else:
+        out = {"content_hash": hash_path(d.path), "selection": selection}
+    images = _images_identity(spec)
+    if images is not None:
+        out["images"] = images
+    return out
+
+
+#: below this size a local dataset file is scanned for image paths in chat messages (``_images_identity``)
+_SCAN_BYTES = 64 << 20
+
+
+def _images_identity(spec: RunSpec) -> dict[str, Any] | None:
+    """The local images the dataset's samples name (their bytes' hash): those of the images field, and
+    those in chat messages' content parts. A dataset file of 64 MiB or more is read here only when it names
+    an images field (the plan reads such a file in parallel tasks, not on the driver); below that the
+    driver reads it for the plan anyway, once (``dataset_records`` keeps the last read)."""
+    from ..data.images import images_identity
+    from ..data.readers import dataset_records
+    from ..errors import DataError
+
+    d = spec.dataset
+    p = Path(d.path)
+    if not d.images_field:
+        if d.path.startswith("s3://") or not p.is_file() or p.stat().st_size >= _SCAN_BYTES:
+            return None
+        if p.suffix.lower() in (".jsonl", ".ndjson", ".json") and b'"image_url"' not in p.read_bytes():
+            return None  # no content part in the text: nothing to parse for
+        try:
+            records = dataset_records(d)
+        except DataError:
+            return None  # an unreadable dataset fails its plan with its own message, not its fingerprint
+    else:
+        records = dataset_records(d)
+    records = records[: d.limit] if d.limit else records
+    if not d.images_field and not any(isinstance(rec.get(d.input_field), list) for _, rec in records):
+        return None
+    return images_identity(d, records)
 
 
 def targets_seen(spec: RunSpec) -> bool:
@@ -163,7 +207,10 @@ def model_view_identity(spec: RunSpec) -> dict[str, Any]:
     view = _view_hash(spec, str(full["content_hash"]))
     if view is None:
         return full
-    return {"records_without": spec.dataset.target_field, "content_hash": view, "selection": full["selection"]}
+    out = {"records_without": spec.dataset.target_field, "content_hash": view, "selection": full["selection"]}
+    if "images" in full:
+        out["images"] = full["images"]
+    return out
 
 
 def metric_identities(spec: RunSpec) -> list[dict[str, Any]]:

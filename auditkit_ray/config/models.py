@@ -61,6 +61,11 @@ class DatasetSpec(Strict):
     input_field: str = "input"
     target_field: str | None = "target"
     choices_field: str | None = None
+    images_field: str | None = Field(
+        None, description="a field holding each sample's image (or list of images): a path relative to the dataset "
+        "file, a data:image/...;base64 URL, or an https URL (backends that fetch URLs: api); the prompt becomes chat "
+        "messages with the images first (docs/images.md)"
+    )
     limit: int | None = Field(None, ge=1)
     name: str | None = None
 
@@ -303,11 +308,35 @@ class ExperimentSpec(Strict):
     tags: dict[str, str] = Field(default_factory=dict)
 
 
+class ProbeSpec(Strict):
+    """Basic red-team probes (docs/probes.md): the dataset becomes every sample wrapped in every selected
+    template; the detectors `refusal_rate`, `canary_leak` and `instruction_hijack` score them."""
+
+    pack: Literal["basic"] = "basic"
+    kinds: list[Literal["injection", "jailbreak", "canary"]] = Field(
+        default_factory=lambda: ["injection", "jailbreak", "canary"], min_length=1,
+        description="the kinds of template applied")
+    templates: list[str] | None = Field(None, description="only these template ids (default: every one of kinds)")
+    seed: int = Field(0, description="draws each probe's canary and injected marker")
+
+    @model_validator(mode="after")
+    def _selection(self) -> "ProbeSpec":
+        from ..errors import ConfigError
+        from ..probes.pack import select_templates
+
+        try:
+            select_templates(self.pack, self.kinds, self.templates)
+        except ConfigError as exc:  # as a ValueError, so the loader names the field
+            raise ValueError(str(exc).removeprefix("probes.templates: ")) from None
+        return self
+
+
 # --------------------------------------------------------------------------- run / sweep
 class RunSpec(Strict):
     name: str = "run"
     model: BackendSpec
     dataset: DatasetSpec
+    probes: ProbeSpec | None = Field(None, description="apply a probe pack to the dataset (docs/probes.md)")
     prompt: PromptSpec = Field(default_factory=PromptSpec)
     retrieval: RetrievalSpec | None = None
     generation: GenerationSettings = Field(default_factory=GenerationSettings)

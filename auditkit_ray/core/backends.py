@@ -29,7 +29,7 @@ every process reads.
 
 Every capability the pipeline reads (GPUs, shards in flight, the default
 shard size, inline generation, thread safety, loading in a thread, log
-probabilities) is a method of the settings, so it is decided in one place.
+probabilities, images) is a method of the settings, so it is decided in one place.
 """
 
 from __future__ import annotations
@@ -104,6 +104,17 @@ class BackendSettings(Strict):
 
     def supports_logprobs(self) -> bool:
         """The backend can report top log-probabilities (judges ask for them)."""
+        return False
+
+    def takes_images(self) -> bool:
+        """Prompts may carry images (``image_url`` content parts); a run whose samples have images on a
+        backend that says False fails at planning, naming the backend and the sample, instead of dropping
+        them."""
+        return False
+
+    def fetches_image_urls(self) -> bool:
+        """An ``https://`` image may be passed on as a URL (the backend's server fetches it); otherwise
+        only local files and ``data:`` URLs are taken."""
         return False
 
     def reads_targets(self) -> bool:

@@ -65,6 +65,10 @@ BUILTIN: dict[str, str] = {
     "citation_recall": "auditkit_ray.metrics.rag:CitationRecall",
     "numeric_correctness": "auditkit_ray.metrics.rag:NumericCorrectness",
     "abstention": "auditkit_ray.metrics.rag:Abstention",
+    # red-team probe detectors (probes: in a run file)
+    "refusal_rate": "auditkit_ray.metrics.probes:RefusalRate",
+    "canary_leak": "auditkit_ray.metrics.probes:CanaryLeak",
+    "instruction_hijack": "auditkit_ray.metrics.probes:InstructionHijack",
     # repeats (scope = "group")
     "pass_at_k": "auditkit_ray.metrics.repeats:PassAtK",
     "pass_hat_k": "auditkit_ray.metrics.repeats:PassHatK",

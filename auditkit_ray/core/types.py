@@ -20,9 +20,31 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=False)
 
 
+class ImageURL(_Model):
+    url: str
+    detail: Literal["auto", "low", "high"] | None = None
+
+
+class ContentPart(_Model):
+    """One part of a chat message's content, in OpenAI's form: ``{"type": "text", "text": ...}`` or
+    ``{"type": "image_url", "image_url": {"url": ...}}`` (``data/images.py`` says which URLs)."""
+
+    type: Literal["text", "image_url"]
+    text: str | None = None
+    image_url: ImageURL | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "ContentPart":
+        if self.type == "text" and (self.text is None or self.image_url is not None):
+            raise ValueError("a 'text' content part holds text (and no image_url)")
+        if self.type == "image_url" and (self.image_url is None or self.text is not None):
+            raise ValueError("an 'image_url' content part holds image_url: {url: ...} (and no text)")
+        return self
+
+
 class Message(_Model):
     role: Literal["system", "user", "assistant", "tool"]
-    content: str | None = None
+    content: str | list[ContentPart] | None = None
     tool_calls: list["ToolCall"] | None = None
     tool_call_id: str | None = None
     name: str | None = None
@@ -44,6 +66,9 @@ class Sample(_Model):
 
     id: str
     input: str | list[Message]
+    #: image URLs for the prompt (``dataset.images_field``): ``data:``, ``https://``, or ``file://`` for a local
+    #: file (resolved against the dataset file's folder when read)
+    images: list[str] | None = None
     target: str | list[str] | None = None
     choices: list[str] | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)

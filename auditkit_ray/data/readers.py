@@ -15,6 +15,7 @@ from typing import Any, Iterator
 from ..core.rowjson import loads as row_loads
 from ..core.types import Sample, content_id
 from ..errors import DataError, require
+from .images import resolve_message_parts, sample_images
 from .location import LocalLocation, Location, locate
 
 _SUFFIX = {
@@ -261,10 +262,12 @@ def sample_of(spec: Any, where: str, rec: dict, rid: str) -> Sample:
         for k, v in rec.items()
         if k not in (spec.id_field, spec.target_field, spec.input_field) and k not in structured
     }
+    images = sample_images(spec, where, rid, rec)
     try:
-        return Sample(
+        sample = Sample(
             id=rid,
             input=_text(inp) if inp is not None and not isinstance(inp, list) else (inp or ""),
+            images=images,
             target=target,
             choices=[_text(c) for c in choices] if isinstance(choices, list) else None,
             metadata=extra,
@@ -272,3 +275,6 @@ def sample_of(spec: Any, where: str, rec: dict, rid: str) -> Sample:
         )
     except Exception as exc:  # noqa: BLE001 - pydantic error for odd shapes
         raise DataError(f"{where}: sample {rid!r} cannot be read: {str(exc).splitlines()[0]}") from None
+    if isinstance(sample.input, list):
+        resolve_message_parts(spec, where, rid, sample.input)
+    return sample

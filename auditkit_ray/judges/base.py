@@ -54,7 +54,14 @@ def _render(template: str, fields: dict[str, Any]) -> str:
 def input_text(sample: Sample) -> str:
     if isinstance(sample.input, str):
         return sample.input
-    return "\n".join(f"{m.role}: {m.content or ''}" for m in sample.input)
+    return "\n".join(f"{m.role}: {_content_text(m.content)}" for m in sample.input)
+
+
+def _content_text(content: Any) -> str:
+    """A message's content as text; of content parts, the text parts, an image as ``[image]``."""
+    if not isinstance(content, list):
+        return content or ""
+    return " ".join(p.text or "" if p.type == "text" else "[image]" for p in content)
 
 
 def reply_of(gen: Generation) -> str:

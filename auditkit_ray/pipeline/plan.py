@@ -193,7 +193,10 @@ def rows_key(spec: RunSpec) -> str:
     return json.dumps({"dataset": dataset_identity(spec), "prompt": spec.prompt.model_dump(mode="json"),
                        "retrieval": spec.retrieval.model_dump(mode="json") if spec.retrieval else None,
                        "repeats": spec.repeats, "shard_size": spec.shard_size, "seed": spec.seed,
-                       "agent_metadata": agent_metadata_fn(spec) is not None}, sort_keys=True, default=str)
+                       "agent_metadata": agent_metadata_fn(spec) is not None,
+                       # shard_row checks the images against the backend: a text-only one never reuses the rows
+                       "images": [spec.model.takes_images(), spec.model.fetches_image_urls()]},
+                      sort_keys=True, default=str)
 
 
 @gc_paused()
@@ -244,8 +247,8 @@ def build_plan(spec: RunSpec, store: ResultStore, *, in_tasks: bool = False, add
         if got is not None:
             return planned(*got)
 
-    samples, raws = load_samples(spec.dataset)
-    adapter = PromptAdapter(spec.prompt, spec.dataset, spec.seed, _few_shot_pool(spec, samples, raws))
+    samples, raws, pool = read_samples(spec)
+    adapter = PromptAdapter(spec.prompt, spec.dataset, spec.seed, pool)
     n_shards = math.ceil(len(samples) / size)
     agent_meta = agent_metadata_fn(spec)
     payloads: dict[int, dict[str, bytes]] = {}
@@ -258,12 +261,24 @@ def build_plan(spec: RunSpec, store: ResultStore, *, in_tasks: bool = False, add
     return planned(len(samples), payloads, [])
 
 
+def read_samples(spec: RunSpec) -> tuple[list[Sample], list[dict], list[tuple[str, dict]]]:
+    """The run's samples and raw records, the probe pack applied when the run has one, and the few-shot
+    pool (drawn from the samples as read, never from probes)."""
+    samples, raws = load_samples(spec.dataset)
+    pool = _few_shot_pool(spec, samples, raws)
+    if spec.probes is not None:
+        from ..probes.pack import apply_probes
+
+        samples, raws = apply_probes(spec.probes, samples, raws, spec.dataset.input_field)
+    return samples, raws, pool
+
+
 def check_dataset(spec: RunSpec) -> int:
     """Read the run's dataset and build every prompt, as planning does, without a store or Ray: the
     number of samples, or the error a run would stop with (a missing, empty or truncated file, a
     duplicate id, invalid UTF-8, a sample without a field its prompt needs)."""
-    samples, raws = load_samples(spec.dataset)
-    adapter = PromptAdapter(spec.prompt, spec.dataset, spec.seed, _few_shot_pool(spec, samples, raws))
+    samples, raws, pool = read_samples(spec)
+    adapter = PromptAdapter(spec.prompt, spec.dataset, spec.seed, pool)
     agent_meta = agent_metadata_fn(spec)
     size = max(1, spec.execution.shard_size or 64)
     for i in range(math.ceil(len(samples) / size)):
@@ -301,7 +316,7 @@ def plan_task_count(spec: RunSpec) -> int:
     others): 0 for the driver alone, -1 for one per CPU of the cluster.
     Only a JSON Lines or Parquet dataset whose samples are read
     independently of each other qualifies: ``dataset.limit`` and few-shot
-    examples (drawn from a pool) keep the plan on the driver."""
+    examples (drawn from a pool) and a probe pack keep the plan on the driver."""
     from ..data.readers import dataset_location, detect_format, parquet_files
 
     want = spec.execution.plan_tasks
@@ -309,7 +324,7 @@ def plan_task_count(spec: RunSpec) -> int:
         return 0
     d = spec.dataset
     fs = spec.prompt.few_shot
-    if d.hub or d.limit or (fs and fs.n):
+    if d.hub or d.limit or (fs and fs.n) or spec.probes is not None:
         return 0
     try:
         path = dataset_location(d)

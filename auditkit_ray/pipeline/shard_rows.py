@@ -35,6 +35,33 @@ def check_rag_template(spec: RunSpec, sample: Sample, raw: dict) -> None:
     return None
 
 
+def check_images(spec: RunSpec, sample: Sample, prompt: Any) -> None:
+    """A sample's images reach the backend or the run stops here, before any generation: a backend that
+    cannot take images (``BackendSettings.takes_images``), or cannot fetch an https image, never sees the
+    sample without them."""
+    from ..core.images import prompt_images
+
+    images = prompt_images(prompt) if not spec.retrieval else list(sample.images or [])
+    if not images:
+        return
+    m = spec.model
+    where = f"sample {sample.id!r} has {len(images)} image(s)"
+    if not m.takes_images():
+        detail = {"api": " with endpoint 'completions' (use endpoint: chat)",
+                  "hf": " with a text checkpoint (set vision: true for a vision-language one)"}.get(m.type, "")
+        raise DataError(f"backend {m.type!r}{detail} cannot take images, and {where}: use a backend that takes "
+                        "them (api; hf with vision: true) or drop the images (dataset.images_field)")
+    if spec.retrieval:
+        raise DataError(f"{where}: images with retrieval are not supported yet")
+    if spec.prompt.request != "generate":
+        raise DataError(f"{where}: prompt.request {spec.prompt.request!r} scores text only; images need "
+                        "request 'generate'")
+    url = next((u for u in images if u.startswith(("https://", "http://"))), None)
+    if url is not None and not m.fetches_image_urls():
+        raise DataError(f"backend {m.type!r} does not fetch image URLs, and {where} at {url}: give a local file "
+                        "or a data: URL")
+
+
 def _request_variants(spec: RunSpec, sample: Sample, raw: dict) -> list[dict[str, Any]]:
     """One request per sample for generation and log-likelihood; one per
     choice for multiple choice (scored together by group metrics)."""
@@ -84,6 +111,7 @@ def shard_row(spec: RunSpec, adapter: PromptAdapter, agent_meta: Any, shard: int
     item_samples: list[Sample] = []
     for sample, raw in pairs:
         prompt = check_rag_template(spec, sample, raw) if spec.retrieval else adapter.build(sample, raw)
+        check_images(spec, sample, prompt)
         base = {
             "sample_id": sample.id,
             "prompt": prompt,

@@ -45,12 +45,16 @@ Reply = str | dict[str, Any]
 
 
 def prompt_text(body: dict[str, Any]) -> str:
-    """The prompt of a request body as one string (chat: the messages' contents)."""
+    """The prompt of a request body as one string (chat: the messages' contents; of content parts, the text
+    parts)."""
     if "messages" in body:
         parts = []
         for m in body.get("messages") or []:
-            if isinstance(m, dict) and isinstance(m.get("content"), str):
-                parts.append(m["content"])
+            content = m.get("content") if isinstance(m, dict) else None
+            if isinstance(content, str):
+                parts.append(content)
+            elif isinstance(content, list):
+                parts += [p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
         return "\n".join(parts)
     p = body.get("prompt", "")
     return p if isinstance(p, str) else json.dumps(p)
