@@ -178,13 +178,13 @@ class S3Store(ResultStore):
                 raise
             raise RunError(f"result store {self.uri_root}: cannot look up {rel} ({exc})") from None
 
-    def _listing(self, prefix: str) -> tuple[list[str], list[str]]:
+    def _pages(self, prefix: str, **extra: Any) -> Any:
+        """The pages of ``list_objects_v2`` under ``prefix/`` (``extra``: e.g. ``Delimiter``)."""
         c = self._client()
         full = self._key(prefix).rstrip("/") + "/"
-        files, dirs = [], []
         token = None
         while True:
-            kw: dict[str, Any] = {"Bucket": self.bucket, "Prefix": full, "Delimiter": "/"}
+            kw: dict[str, Any] = {"Bucket": self.bucket, "Prefix": full, **extra}
             if token:
                 kw["ContinuationToken"] = token
             try:
@@ -193,11 +193,17 @@ class S3Store(ResultStore):
                 raise
             except Exception as exc:  # noqa: BLE001
                 raise RunError(f"result store {self.uri_root}: cannot list {prefix} ({exc})") from None
+            yield page
+            if not page.get("IsTruncated"):
+                return
+            token = page.get("NextContinuationToken")
+
+    def _listing(self, prefix: str) -> tuple[list[str], list[str]]:
+        full = self._key(prefix).rstrip("/") + "/"
+        files, dirs = [], []
+        for page in self._pages(prefix, Delimiter="/"):
             files += [o["Key"][len(full):] for o in page.get("Contents", [])]
             dirs += [p["Prefix"][len(full):].rstrip("/") for p in page.get("CommonPrefixes", [])]
-            if not page.get("IsTruncated"):
-                break
-            token = page.get("NextContinuationToken")
         return sorted(f for f in files if f and not f.startswith(".")), sorted(dirs)
 
     def list(self, prefix: str) -> list[str]:
@@ -207,28 +213,13 @@ class S3Store(ResultStore):
         return self._listing(prefix)[1]
 
     def walk(self, prefix: str) -> list[tuple[str, int, float]]:
-        c = self._client()
-        full = self._key(prefix).rstrip("/") + "/"
         root = self._key("")
         out: list[tuple[str, int, float]] = []
-        token = None
-        while True:
-            kw: dict[str, Any] = {"Bucket": self.bucket, "Prefix": full}
-            if token:
-                kw["ContinuationToken"] = token
-            try:
-                page = self._call(f"list {prefix}", c.list_objects_v2, **kw)
-            except RunError:
-                raise
-            except Exception as exc:  # noqa: BLE001
-                raise RunError(f"result store {self.uri_root}: cannot list {prefix} ({exc})") from None
+        for page in self._pages(prefix):
             for o in page.get("Contents", []):
                 rel = o["Key"][len(root):] if root else o["Key"]
                 if not rel.rsplit("/", 1)[-1].startswith("."):
                     out.append((rel, int(o["Size"]), o["LastModified"].timestamp()))
-            if not page.get("IsTruncated"):
-                break
-            token = page.get("NextContinuationToken")
         return sorted(out)
 
     def delete(self, rels: Iterable[str]) -> int:

@@ -29,18 +29,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def local_ray():
-    started = False
-    if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-                 runtime_env={"env_vars": {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "TOKENIZERS_PARALLELISM": "false"}})
-        started = True
-    yield ray
-    if started:
-        ray.shutdown()
-
-
-@pytest.fixture(scope="module")
 def spec_of(tmp_path_factory, local_ray):
     model = ROOT / "examples" / "tiny-model"
     if not (model / "config.json").exists():

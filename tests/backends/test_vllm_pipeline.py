@@ -64,19 +64,6 @@ transformers = pytest.importorskip("transformers")
 
 
 @pytest.fixture(scope="module")
-def local_ray():
-    """Ray on this machine's CPUs; both backends run with num_gpus 0."""
-    started = False
-    if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-                 runtime_env={"env_vars": {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "TOKENIZERS_PARALLELISM": "false"}})
-        started = True
-    yield ray
-    if started:
-        ray.shutdown()
-
-
-@pytest.fixture(scope="module")
 def data(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("vllm-data")
     arith = root / "arith.jsonl"
