@@ -23,6 +23,7 @@ is missing or null (retrieval not recorded) is ``not_tested``.
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from typing import Any
 
 from ..core.metric import Direction, Metric, MissingEvidence
@@ -125,8 +126,9 @@ class _RetrievalMetric(Metric, abstract=True):
         return Score.scored(self.name, value, reason=None if ranked else "nothing was retrieved",
                             metadata={"num_ret": len(ranked), "num_rel": num_rel})
 
+    @abstractmethod
     def compute(self, ranked: list[str], qrels: dict[str, float], num_rel: int) -> float:
-        raise NotImplementedError
+        """The measure over the ranked ids, the graded judgments and the number of relevant documents."""
 
     @staticmethod
     def _rel(doc: str, qrels: dict[str, float]) -> bool:

@@ -10,8 +10,8 @@ import re
 import pytest
 from console import console
 
-pytest.importorskip("scipy")
-pytest.importorskip("pyarrow")
+pytest.importorskip("scipy", reason="paired tests need the 'stats' extra (scipy)")
+pytest.importorskip("pyarrow", reason="per-sample tables need the 'ray' extra (pyarrow)")
 
 IDS = [f"q{i:03d}" for i in range(200)]
 

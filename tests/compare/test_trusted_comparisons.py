@@ -7,8 +7,8 @@ import json
 import pytest
 from console import console
 
-pytest.importorskip("scipy")
-pytest.importorskip("pyarrow")
+pytest.importorskip("scipy", reason="paired tests need the 'stats' extra (scipy)")
+pytest.importorskip("pyarrow", reason="per-sample tables need the 'ray' extra (pyarrow)")
 
 IDS = [f"q{i:03d}" for i in range(40)]
 

@@ -54,8 +54,8 @@ def test_images_and_questions_run_end_to_end_and_the_table_keeps_the_image_refer
 @pytest.fixture(scope="module")
 def tiny_vlm(tmp_path_factory):
     """The tiny LLaVA model and its images, built by the repo's script (random weights, no download)."""
-    pytest.importorskip("transformers")
-    pytest.importorskip("PIL")
+    pytest.importorskip("transformers", reason="the tiny vision model needs the 'hf' extra")
+    pytest.importorskip("PIL", reason="the image processor needs Pillow (the 'hf' extra)")
     import importlib.util
     from pathlib import Path
 
