@@ -22,6 +22,7 @@ from ..backends.base import Request, create_backend
 from ..config.models import RunSpec
 from ..core.gcpause import gc_paused
 from ..core.types import Generation
+from ..data.images import inline_s3_images
 from ..errors import AuditKitError, ModelLoadError, RunError
 from ..sources import materialize  # a Hub id or s3:// checkpoint: fetched to this node, a local path
 from ..store.base import ResultStore
@@ -325,7 +326,8 @@ class GenerateStage:
         if store.exists(rel):
             stored_generations(payload, store, layout)
         else:
-            requests = [Request(**it["request"]) for it in payload.items]
+            # s3:// images reach the backend as data: URLs; the items (and so the table) keep the URIs
+            requests = [Request(**inline_s3_images(spec.dataset, it["request"])) for it in payload.items]
             gens, seconds, ok = self._generate(spec, i, store, layout, requests)
             if ok:  # a shard that failed wholesale is not cached: a re-run retries it
                 store.write_table(rel, tables.generation_table(i, payload.items, gens))

@@ -67,7 +67,15 @@ class RetrieveStage:
                  for i, c in enumerate(shown)]
         fields = {**record, "input": record.get(spec.dataset.input_field, ""), "contexts": r.separator.join(parts)}
         prompt = render(r.template, fields, sample["id"])
-        if spec.prompt.system and spec.prompt.chat:
+        if given_sample.images:
+            from ..core.images import with_images
+
+            # the placement rule of docs/images.md: chat messages, the system prompt a message of its own,
+            # the images first in the user message, then its text (the retrieved passages with the question)
+            system = [{"role": "system", "content": spec.prompt.system}] if spec.prompt.system else []
+            item["request"]["prompt"] = with_images([*system, {"role": "user", "content": prompt}],
+                                                    list(given_sample.images))
+        elif spec.prompt.system and spec.prompt.chat:
             item["request"]["prompt"] = [{"role": "system", "content": spec.prompt.system},
                                          {"role": "user", "content": prompt}]
         elif spec.prompt.chat:

@@ -21,13 +21,14 @@ from ..core.types import Generation
 from ..errors import RunError
 
 
-def _image(pil: Any, url: str) -> Any:
+def load_image(pil: Any, url: str) -> Any:
+    """A prompt's image as an RGB ``PIL`` image (``file://`` or ``data:`` URL)."""
     if url.startswith("file://"):
         raw = file_bytes(url)
     elif url.startswith("data:"):
         raw = base64.b64decode(url.partition(",")[2])
     else:  # planning refuses URLs for this backend (fetches_image_urls is False)
-        raise RunError(f"hf backend: cannot fetch image {url!r}")
+        raise RunError(f"cannot fetch image {url!r}: this backend reads local files and data: URLs")
     return pil.open(io.BytesIO(raw)).convert("RGB")
 
 
@@ -81,7 +82,7 @@ class VisionRunner:
         for prompt in prompts:
             msgs, urls = as_template_messages(prompt)
             texts.append(self.processor.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False))
-            images += [_image(self.pil, u) for u in urls]
+            images += [load_image(self.pil, u) for u in urls]
         kw: dict[str, Any] = {"text": texts, "return_tensors": "pt", "padding": True}
         if images:
             kw["images"] = images

@@ -23,6 +23,11 @@ token ids, so both backends see the same tokens.
   shard's requests join the batch while the last one's sequences decode.
   Outputs still come back per shard. What this does to determinism:
   ``docs/backends.md`` (the mode is part of the run's identity).
+- Images (``vision: true``): each prompt goes through the checkpoint's processor's chat template (as the
+  ``hf`` backend's vision path does: the model's image placeholder where each image part was) and reaches
+  the engine as text with its images as ``multi_modal_data`` (PIL images, in order); vLLM expands the
+  placeholders. The prompt's token count is then the engine's (image tokens included). Text-only
+  prompts of such a run go the same way, without images.
 - Tensor parallel: ``tensor_parallel_size > 1`` uses that many GPUs of the
   actor's node (the spec requests them through ``num_gpus``). Multi-node
   parallelism needs a placement group spanning nodes and is out of scope.
@@ -54,6 +59,7 @@ from ..core.backends import CheckpointSettings
 from ..core.types import Generation
 from ..errors import MissingExtraError, RunError
 from .base import Backend, Request
+from .hf_vision import as_template_messages, load_image
 from .seeds import seed63
 from .tokens import encode_pair, encode_prompt, encode_prompts
 
@@ -90,6 +96,8 @@ class VLLMSettings(CheckpointSettings):
         "is a function of the shard alone); continuous: one engine step loop fed by two shards in flight, so the "
         "engine stays busy between shards (greedy outputs may then depend on which shards share the engine: "
         "docs/backends.md)")
+    vision: bool = Field(False, description="a vision-language checkpoint: prompts through its processor's chat "
+                         "template, their images as vLLM's multi_modal_data (docs/images.md)")
 
     not_in_identity: ClassVar[frozenset[str]] = CheckpointSettings.not_in_identity | {
         "gpu_memory_utilization", "num_gpus", "max_num_seqs"}
@@ -107,6 +115,15 @@ class VLLMSettings(CheckpointSettings):
 
     def needs_gpu(self) -> bool:
         return bool(self.num_gpus)
+
+    def takes_images(self) -> bool:
+        return self.vision  # a text prompt of token ids would carry no image
+
+    def settings_identity(self) -> dict[str, Any]:
+        out = super().settings_identity()
+        if not self.vision:  # unset: text runs keep the fingerprints they had
+            out.pop("vision", None)
+        return out
 
     def supports_logprobs(self) -> bool:
         return True
@@ -238,6 +255,8 @@ class VLLMBackend(Backend):
         super().__init__(spec, generation, seed)
         self.llm: Any = None
         self.tokenizer: Any = None
+        self._processor: Any = None  # vision: the checkpoint's processor, for its chat template
+        self._pil: Any = None
         self._max_len: int | None = None
         self._loop: _StepLoop | None = None
         self._loop_lock = threading.Lock()
@@ -275,12 +294,40 @@ class VLLMBackend(Backend):
                 f"vllm backend: cannot start the engine for {str(spec.path)!r}: {type(exc).__name__}: {exc}"
             ) from exc
         self.tokenizer = self.llm.get_tokenizer()
+        if spec.vision:
+            self._load_processor(str(path))
         try:
             self._max_len = int(self.llm.llm_engine.model_config.max_model_len)
         except AttributeError:  # pragma: no cover - engine internals moved
             self._max_len = spec.max_model_len
 
+    def _load_processor(self, path: str) -> None:
+        import transformers
+        from PIL import Image
+
+        kw: dict[str, Any] = {"trust_remote_code": self.spec.trust_remote_code}
+        if self.spec.revision:
+            kw["revision"] = self.spec.revision
+        try:
+            self._processor = transformers.AutoProcessor.from_pretrained(path, **kw)
+        except (OSError, ValueError) as exc:
+            raise RunError(f"vllm backend: vision: true, but {path!r} has no processor to read: {exc}") from exc
+        if getattr(self._processor, "chat_template", None) is None:
+            raise RunError(f"vllm backend: vision: true, but the processor of {path!r} has no chat template "
+                           "to place the images with")
+        self._pil = Image
+
     # ------------------------------------------------------------------ helpers
+    def _vision_prompt(self, prompt: Any) -> dict[str, Any]:
+        """The engine's input for one prompt of a vision run: the processor's chat template over its
+        messages, and its images in order."""
+        msgs, urls = as_template_messages(prompt)
+        text = self._processor.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+        out: dict[str, Any] = {"prompt": text}
+        if urls:
+            out["multi_modal_data"] = {"image": [load_image(self._pil, u) for u in urls]}
+        return out
+
     def _engine_run(self, prompts: list[Any], params: list[Any]) -> list[Any]:
         """Outputs of ``prompts`` in their order: one ``LLM.generate`` call (``batching: shard``) or through the
         step loop that every shard in flight feeds (``continuous``)."""
@@ -324,25 +371,51 @@ class VLLMBackend(Backend):
             return results  # type: ignore[return-value]
         vllm = _import_vllm()
         self.load()
+        if self._processor is not None:
+            return self._generate_vision(vllm, requests, results)
         with self._tok_lock:
             todo = encode_prompts(self._encode_prompt, requests, results, self._max_len,
                                   f"the engine takes at most {(self._max_len or 0) - 1}")
         if todo:
             prompts = [{"prompt_token_ids": ids} for _, ids in todo]
             params = [self._sampling(vllm, requests[i]) for i, _ in todo]
-            t0 = time.perf_counter()
-            try:
-                outs = self._engine_run(prompts, params)
-            except Exception as exc:  # noqa: BLE001
-                msg = str(exc).lower()
-                if "out of memory" in msg or "cannot allocate" in msg:
-                    raise RunError(f"out of memory in vllm generation (batch of {len(todo)}): {exc}") from exc
-                raise
-            wall = time.perf_counter() - t0
+            outs, wall = self._timed_run(prompts, params)
             with self._tok_lock:
                 for (i, ids), out in zip(todo, outs):
                     results[i] = self._to_generation(out, len(ids), wall)
         return [r if r is not None else Generation(error="no result") for r in results]
+
+    def _generate_vision(self, vllm: Any, requests: list[Request],
+                         results: list[Generation | None]) -> list[Generation]:
+        todo, prompts = [], []
+        with self._tok_lock:
+            for i, r in enumerate(requests):
+                if results[i] is not None:
+                    continue
+                try:
+                    prompts.append(self._vision_prompt(r.prompt))
+                except Exception as exc:  # noqa: BLE001 - an unreadable image fails its own request
+                    results[i] = Generation(error=f"vllm backend: {type(exc).__name__}: {exc}")
+                    continue
+                todo.append(i)
+        if todo:
+            params = [self._sampling(vllm, requests[i]) for i in todo]
+            outs, wall = self._timed_run(prompts, params)
+            with self._tok_lock:
+                for i, out in zip(todo, outs):
+                    results[i] = self._to_generation(out, len(out.prompt_token_ids or []), wall)
+        return [r if r is not None else Generation(error="no result") for r in results]
+
+    def _timed_run(self, prompts: list[Any], params: list[Any]) -> tuple[list[Any], float]:
+        t0 = time.perf_counter()
+        try:
+            outs = self._engine_run(prompts, params)
+        except Exception as exc:  # noqa: BLE001
+            msg = str(exc).lower()
+            if "out of memory" in msg or "cannot allocate" in msg:
+                raise RunError(f"out of memory in vllm generation (batch of {len(prompts)}): {exc}") from exc
+            raise
+        return outs, time.perf_counter() - t0
 
     def _to_generation(self, out: Any, n_prompt: int, wall: float) -> Generation:
         c = out.outputs[0]
@@ -422,4 +495,5 @@ class VLLMBackend(Backend):
             loop.stop()
         self.llm = None
         self.tokenizer = None
+        self._processor = None
         gc.collect()

