@@ -31,8 +31,18 @@ def placeholders(template: str) -> set[str]:
     return {m.group(1).split(".")[0] for m in _PLACEHOLDER.finditer(template)}
 
 
-def render(template: str, record: dict, sample_id: str = "?") -> str:
+#: where an image placeholder stood in a rendered template (``place_images`` turns it into an image part)
+_MARK = "\x00image:{}\x00"
+_MARKS = re.compile(r"\x00image:(\d+)\x00")
+
+
+def render(template: str, record: dict, sample_id: str = "?", images: tuple[str, int] | None = None) -> str:
+    """``template`` with its ``{{ field }}`` placeholders filled from ``record``. ``images``: the images
+    field's name and the sample's number of images; that field's placeholders then mark where its images
+    go (``{{ image }}`` all of them, ``{{ image.1 }}`` the second), for ``place_images``."""
     def sub(m: re.Match) -> str:
+        if images is not None and m.group(1).split(".")[0] == images[0]:
+            return _image_marks(m.group(1), images, sample_id)
         try:
             value = _lookup(record, m.group(1))
         except KeyError:
@@ -44,6 +54,49 @@ def render(template: str, record: dict, sample_id: str = "?") -> str:
         return value if isinstance(value, str) else str(value)
 
     return _PLACEHOLDER.sub(sub, template)
+
+
+def _image_marks(name: str, images: tuple[str, int], sample_id: str) -> str:
+    field, n = images
+    rest = name[len(field) + 1:]
+    if name == field:
+        return "".join(_MARK.format(i) for i in range(n))
+    if rest.isdigit():
+        if int(rest) >= n:
+            raise DataError(f"sample {sample_id!r}: the prompt template places image {int(rest) + 1} "
+                            f"('{{{{ {name} }}}}'), and the sample has {n} image(s) in {field!r}")
+        return _MARK.format(int(rest))
+    raise DataError(f"sample {sample_id!r}: '{{{{ {name} }}}}' names no image: the images field "
+                    f"{field!r} is placed by '{{{{ {field} }}}}' (all its images) or '{{{{ {field}.N }}}}' (the "
+                    "image at position N, from 0)")
+
+
+def place_images(messages: list[dict], images: list[str], sample_id: str) -> list[dict]:
+    """Chat messages whose text holds ``render``'s image marks, with each mark replaced by its image part.
+    Every image must be placed: an image the template leaves out fails the sample, never silently dropped."""
+    used: set[int] = set()
+    out = []
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, str) and _MARKS.search(content):
+            parts: list[dict] = []
+            pos = 0
+            for mk in _MARKS.finditer(content):
+                if mk.start() > pos:
+                    parts.append({"type": "text", "text": content[pos:mk.start()]})
+                i = int(mk.group(1))
+                used.add(i)
+                parts.append({"type": "image_url", "image_url": {"url": images[i]}})
+                pos = mk.end()
+            if pos < len(content):
+                parts.append({"type": "text", "text": content[pos:]})
+            m = {**m, "content": parts}
+        out.append(m)
+    missing = [i for i in range(len(images)) if i not in used]
+    if missing:
+        raise DataError(f"sample {sample_id!r}: the prompt template places {len(used)} of its {len(images)} "
+                        f"images; image(s) {', '.join(str(i) for i in missing)} (from 0) have no placeholder")
+    return out
 
 
 class PromptAdapter:
@@ -64,7 +117,7 @@ class PromptAdapter:
         rec.setdefault("id", sample.id)
         return rec
 
-    def _text(self, rec: dict, sample_id: str) -> str:
+    def _text(self, rec: dict, sample_id: str, images: Any = None) -> str:
         if self.spec.template is None:
             value = rec.get(self.dataset.input_field)
             if value is None:
@@ -75,6 +128,13 @@ class PromptAdapter:
         if "input" not in rec and "input" in placeholders(self.spec.template):
             raise DataError(f"sample {sample_id!r}: no input field {self.dataset.input_field!r}, which the prompt "
                             "template's '{{ input }}' stands for (set dataset.input_field or fix the sample)")
+        if self.places_images():
+            if self.spec.few_shot and self.spec.few_shot.n:
+                raise DataError(f"sample {sample_id!r}: the prompt template places images "
+                                f"('{{{{ {self.dataset.images_field} }}}}'), and few-shot examples carry none: "
+                                "drop prompt.few_shot or the placeholder")
+            return render(self.spec.template, rec, sample_id,
+                          images=(self.dataset.images_field, len(images or ())))
         return render(self.spec.template, rec, sample_id)
 
     def _shots(self, sample_id: str) -> list[tuple[str, str]]:
@@ -93,12 +153,21 @@ class PromptAdapter:
             out.append((q, str(target)))
         return out
 
+    def places_images(self) -> bool:
+        """The template names the images field: its placeholders put the images, not the one rule (images
+        first in the user message)."""
+        field = getattr(self.dataset, "images_field", None)
+        return bool(field and self.spec.template and field in placeholders(self.spec.template))
+
     def build(self, sample: Any, raw: dict) -> str | list[dict]:
         prompt = self._build(sample, raw)
-        if getattr(sample, "images", None):
+        images = getattr(sample, "images", None)
+        if images and self.places_images() and isinstance(prompt, list):
+            return place_images(prompt, list(images), sample.id)
+        if images:
             from ..core.images import with_images
 
-            return with_images(prompt, sample.images)
+            return with_images(prompt, images)
         return prompt
 
     def _build(self, sample: Any, raw: dict) -> str | list[dict]:
@@ -111,13 +180,13 @@ class PromptAdapter:
         if getattr(sample, "images", None) and not self.spec.chat:
             # images travel in chat messages only: the system prompt is a message of its own, not pasted text
             msgs = [{"role": "system", "content": self.spec.system}] if self.spec.system else []
-            body = self._text(rec, sample.id)
+            body = self._text(rec, sample.id, sample.images)
             shots = self._shots(sample.id)
             if shots:
                 sep = self.spec.few_shot.separator if self.spec.few_shot else "\n\n"
                 body = sep.join([f"{q} {a}" for q, a in shots] + [body])
             return [*msgs, {"role": "user", "content": body}]
-        text = self._text(rec, sample.id)
+        text = self._text(rec, sample.id, getattr(sample, "images", None))
         shots = self._shots(sample.id)
         if self.spec.chat:
             msgs: list[dict] = []

@@ -162,3 +162,54 @@ def test_runs_planned_together_share_no_rows_across_backends_that_differ_in_taki
         specs.append(s)
     with pytest.raises(DataError, match=r"backend 'hf' with a text checkpoint.*cannot take images.*sample 'i0'"):
         build_plans(specs)
+
+
+def _two_images(tmp_path):
+    (tmp_path / "img").mkdir()
+    (tmp_path / "img" / "a.png").write_bytes(png((230, 20, 20)))
+    (tmp_path / "img" / "b.png").write_bytes(png((20, 200, 40)))
+    path = tmp_path / "two.jsonl"
+    path.write_text(json.dumps({"id": "t0", "question": "Same colour?", "answer": "no",
+                                "image": ["img/a.png", "img/b.png"]}) + "\n")
+    return path, [(tmp_path / "img" / n).resolve().as_uri() for n in ("a.png", "b.png")]
+
+
+def test_a_template_places_each_image_where_its_placeholder_stands(tmp_path):
+    path, (a, b) = _two_images(tmp_path)
+    spec = run_spec(path)
+    spec.prompt.system, spec.prompt.template = "Be brief.", "First {{ image.1 }} then {{ image.0 }}: {{ question }}"
+    s, r = load_samples(spec.dataset)
+    msgs = PromptAdapter(spec.prompt, spec.dataset, 0).build(s[0], r[0])
+    assert msgs == [{"role": "system", "content": "Be brief."},
+                    {"role": "user", "content": [{"type": "text", "text": "First "},
+                                                 {"type": "image_url", "image_url": {"url": b}},
+                                                 {"type": "text", "text": " then "},
+                                                 {"type": "image_url", "image_url": {"url": a}},
+                                                 {"type": "text", "text": ": Same colour?"}]}]
+    spec.prompt.template = "{{ question }} {{ image }}"  # the field's name alone: all its images, in order
+    msgs = PromptAdapter(spec.prompt, spec.dataset, 0).build(s[0], r[0])
+    assert [p.get("text") or p["image_url"]["url"] for p in msgs[1]["content"]] == ["Same colour? ", a, b]
+
+
+@pytest.mark.parametrize("template, want", [
+    ("{{ image.0 }} {{ question }}", "places 1 of its 2 images; image(s) 1 (from 0) have no placeholder"),
+    ("{{ image.2 }} {{ question }}", "places image 3 ('{{ image.2 }}'), and the sample has 2 image(s)"),
+    ("{{ image.url }} {{ question }}", "'{{ image.url }}' names no image"),
+])
+def test_a_template_that_leaves_out_or_invents_an_image_fails_naming_the_sample(tmp_path, template, want):
+    path, _ = _two_images(tmp_path)
+    spec = run_spec(path)
+    spec.prompt.template = template
+    s, r = load_samples(spec.dataset)
+    with pytest.raises(DataError, match="sample 't0'") as err:
+        PromptAdapter(spec.prompt, spec.dataset, 0).build(s[0], r[0])
+    assert want in str(err.value)
+
+
+def test_a_template_placing_images_keeps_a_sample_without_images_text(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"id": "p", "question": "plain", "answer": "x"}) + "\n")
+    spec = run_spec(path)
+    spec.prompt.template = "{{ image }}{{ question }}"
+    s, r = load_samples(spec.dataset)
+    assert PromptAdapter(spec.prompt, spec.dataset, 0).build(s[0], r[0]) == "plain"
