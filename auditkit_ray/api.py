@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .config.models import RunSpec, SweepSpec
     from .core.result import RunResult
     from .pipeline.sweep import SweepResult
+    from .report.browse import ResultsBrowser
     from .report.loader import Report
     from .store.db import ExperimentDB
     from .store.interface import ResultStore
@@ -35,8 +36,8 @@ __all__ = [
     "build_report", "compare", "evaluate", "evaluate_many", "experiment_db", "format_run", "generate", "init_project",
     "k8s_dump", "k8s_render", "k8s_submit", "leaderboard", "list_metrics", "lmeval", "load_config", "load_run",
     "load_sweep", "open_store", "parse_assignments", "parse_max_regression", "query_runs", "render_report", "rescore",
-    "rescore_spec", "resolve_run", "run_fingerprint", "samples_table", "schema", "scrub_secrets", "show_run", "sweep",
-    "sweep_plan", "sync_runs", "use_color", "validate",
+    "rescore_spec", "resolve_run", "results_browser", "run_fingerprint", "samples_table", "schema", "scrub_secrets",
+    "show_run", "sweep", "sweep_plan", "sync_runs", "use_color", "validate",
 ]
 
 
@@ -458,6 +459,18 @@ def use_color(stream: Any = None) -> bool:
     from .report.terminal import use_color as _use
 
     return _use(stream)
+
+
+def results_browser(stores: Sequence[str], *, db: str | os.PathLike | None = None, endpoint_url: str | None = None,
+                    region: str | None = None) -> ResultsBrowser:
+    """Read-only answers over result stores (local or ``s3://``) and optionally an ExperimentDB, for the viewer:
+    ``runs(**filters)``, ``run(fp)``, ``samples(fp, offset=, limit=, search=, status=, metric=, score_min=,
+    score_max=)``, ``diff(a, b)``, ``sweep(fp)``, ``sweep_report(fp)``; each a JSON value (the report: HTML)
+    with secrets redacted. Runs and sweeps are named by fingerprint (prefix), never by path."""
+    from .report.browse import ResultsBrowser
+
+    return ResultsBrowser(list(stores), db=_db(db) if db is not None else None, endpoint_url=endpoint_url,
+                          region=region)
 
 
 # ----------------------------------------------------------------------------- clusters and projects

@@ -142,14 +142,18 @@ INTERNAL_ALLOWED: dict[str, set[str]] = {
     "sources": {"core", "store"},
     "compare": {"core", "store"},
     "report": {"core", "store", "compare"},
-    "cli": {"", "api"},
+    "cli": {"", "api", "viewer"},
+    #: the web viewer: a second front end on the facade (the CLI's ``view`` command starts it)
+    "viewer": {"", "api"},
 }
 #: third-party packages core/ may import
 CORE_THIRD_PARTY = {"pydantic", "pydantic_core", "yaml", "orjson"}
 #: layers that may import ray
 RAY_LAYERS = {"pipeline", "actors", "integrations"}
 #: modules of pipeline/ that actors/ may not import: all of them (the driver side)
-FACADE_IMPORTERS = {"", "cli"}
+FACADE_IMPORTERS = {"", "cli", "viewer"}
+#: third-party packages viewer/ may import
+VIEWER_THIRD_PARTY = {"aiohttp"}
 
 
 def check(scan_: Scan) -> list[Violation]:
@@ -176,6 +180,9 @@ def check(scan_: Scan) -> list[Violation]:
             if src == "core" and top not in STDLIB | CORE_THIRD_PARTY:
                 out.append(Violation("core/ imports only the standard library, pydantic, PyYAML and orjson",
                                      where, f"imports {imp.target}"))
+            if src == "viewer" and top not in STDLIB | VIEWER_THIRD_PARTY:
+                out.append(Violation("viewer/ imports only the standard library and aiohttp", where,
+                                     f"imports {imp.target}"))
             if top == "ray" and src not in RAY_LAYERS:
                 out.append(Violation(f"only {sorted(RAY_LAYERS)} import ray", where, f"imports {imp.target}"))
     out.extend(cycles(scan_))

@@ -1,0 +1,394 @@
+"""Read-only browsing of result stores, for the viewer (``auditkit-ray view``).
+
+A :class:`ResultsBrowser` answers the viewer's questions over the configured
+stores (local directories or ``s3://``) and, optionally, an ExperimentDB: the
+run history with filters, one run's summary, a page of its per-sample table
+(filtered server-side), the diff of two runs and a sweep's leaderboard and
+report. Every answer is a plain JSON-able value with secrets redacted.
+
+Runs are addressed by fingerprint only (hex, matched against the stores'
+listings), never by a path from the caller, so nothing outside the stores is
+reachable. Listings are re-read on every call (a running sweep appears and
+fills in); what is cached (parsed result.json, per-sample tables) is keyed by
+the stored bytes of the run's result.json, so a rewritten run is re-read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..compare import compare, leaderboard
+from ..compare.report import jsonable
+from ..core.result import RunResult
+from ..core.secrets import MASK, is_secret_key, redact, remember_secret, scrub_text
+from ..errors import ConfigError
+from ..store.base import open_store
+from ..store.samples import read_samples_table
+from .loader import build_report
+from .render import render
+
+FINGERPRINT = re.compile(r"^[0-9a-f]{4,64}$")
+#: per-sample columns a page shows
+COLUMNS = ("sample_id", "repeat", "prompt", "target", "text", "raw_text", "annotations", "scores", "error",
+           "latency_s")
+STATUSES = ("scored", "unknown", "not_tested", "error")
+MAX_PAGE = 500
+#: per-sample tables kept parsed (each may be large)
+TABLE_CACHE = 4
+#: resamples of the paired tests the viewer runs (the CLI's default is 10,000: this answers a click)
+RESAMPLES = 2000
+
+
+class NotFound(ConfigError):
+    """A run or sweep no configured store holds."""
+
+    #: what an HTTP front end answers
+    http_status = 404
+
+
+def _remember_secrets(obj: Any) -> None:
+    """Values stored under secret-looking keys, so they are scrubbed from every text, not only masked in place."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if isinstance(k, str) and is_secret_key(k) and isinstance(v, str) and v != MASK:
+                remember_secret(v)
+            else:
+                _remember_secrets(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            _remember_secrets(v)
+
+
+def safe(obj: Any) -> Any:
+    """``obj`` as JSON values with every secret masked (by key, and every remembered secret value)."""
+    return redact(jsonable(obj))
+
+
+@dataclass
+class _Table:
+    rows: Any  # pyarrow Table in sample order
+    statuses: list[dict[str, str]]
+    values: list[dict[str, float | None]]
+    search: list[str]  # lower-cased text searched, per row
+    metrics: list[str]
+
+
+@dataclass
+class _Run:
+    store: str
+    result: RunResult
+    digest: str
+
+
+class ResultsBrowser:
+    def __init__(self, stores: list[str], *, db: Any = None, endpoint_url: str | None = None,
+                 region: str | None = None) -> None:
+        if not stores and db is None:
+            raise ConfigError("view: give at least one --store (a directory or s3://bucket/prefix) or --db")
+        for s in stores:
+            if "://" not in s and not Path(s).is_dir():
+                raise ConfigError(f"--store {s}: no such result store (a directory, or s3://bucket/prefix)")
+        self.stores = [open_store(s, endpoint_url, region) for s in stores]
+        self.db = db
+        self._results: dict[tuple[str, str], _Run] = {}
+        self._tables: OrderedDict[str, _Table] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ reading
+    def _read_run(self, store: Any, fp: str) -> _Run | None:
+        rel = f"runs/{fp}/result.json"
+        try:
+            data = store.read_bytes(rel)
+        except (FileNotFoundError, OSError):
+            return None
+        digest = hashlib.sha256(data).hexdigest()
+        key = (store.uri(), fp)
+        cached = self._results.get(key)
+        if cached is not None and cached.digest == digest:
+            return cached
+        try:
+            result = RunResult.from_dict(json.loads(data), source=store.uri(rel))
+        except (ConfigError, ValueError):
+            return None  # a result.json being written, or not one: left out of the listing
+        _remember_secrets(result.config)
+        run = _Run(store.uri(), result, digest)
+        self._results[key] = run
+        return run
+
+    def _listing(self) -> list[tuple[Any, str, str]]:
+        """``(store, fingerprint, state)`` of every run directory; state ``complete`` or ``running``."""
+        out = []
+        for store in self.stores:
+            for fp in store.list_dirs("runs"):
+                if not FINGERPRINT.match(fp):
+                    continue
+                out.append((store, fp, "complete" if store.exists(f"runs/{fp}/result.json") else "running"))
+        return out
+
+    def _sweep_docs(self) -> list[tuple[Any, str, dict]]:
+        out = []
+        for store in self.stores:
+            for sfp in store.list_dirs("sweeps"):
+                doc = None
+                for name in ("manifest.json", "sweep.json"):
+                    try:
+                        doc = json.loads(store.read_bytes(f"sweeps/{sfp}/{name}"))
+                        break
+                    except (FileNotFoundError, OSError, ValueError):
+                        continue
+                if isinstance(doc, dict) and isinstance(doc.get("runs"), list):
+                    out.append((store, sfp, doc))
+        return out
+
+    def _find(self, ref: str) -> _Run:
+        if not FINGERPRINT.match(ref or ""):
+            raise NotFound(f"{ref!r} is not a run fingerprint")
+        hits = [(s, fp) for s, fp, state in self._listing() if fp.startswith(ref) and state == "complete"]
+        if not hits and self.db is not None:
+            return self._find_in_db(ref)
+        if not hits:
+            raise NotFound(f"no finished run {ref} in the configured stores")
+        if len({fp for _, fp in hits}) > 1:
+            raise NotFound(f"{ref} matches {len(hits)} runs; give more of the fingerprint")
+        run = self._read_run(*hits[0])
+        if run is None:
+            raise NotFound(f"run {ref}: result.json unreadable")
+        return run
+
+    def _find_in_db(self, ref: str) -> _Run:
+        row = self.db.get(ref)
+        uri = row.get("result_uri")
+        if not uri:
+            raise NotFound(f"run {ref}: the ExperimentDB does not know where its result.json is")
+        run_dir = uri.rsplit("/", 1)[0]
+        fp = run_dir.rsplit("/", 1)[1]
+        store = open_store(run_dir.rsplit("/", 2)[0])
+        run = self._read_run(store, fp)
+        if run is None:
+            raise NotFound(f"run {ref}: {uri} is unreadable")
+        return run
+
+    def _table(self, run: _Run) -> _Table:
+        with self._lock:
+            cached = self._tables.get(run.digest)
+            if cached is not None:
+                self._tables.move_to_end(run.digest)
+                return cached
+        rows = read_samples_table(run.result, COLUMNS)
+        names = rows.schema.names
+        scores = rows.column("scores").to_pylist() if "scores" in names else [None] * rows.num_rows
+        statuses, values = [], []
+        for text in scores:
+            st, va = {}, {}
+            for s in json.loads(text) if text else []:
+                st[s.get("name")] = s.get("status")
+                va[s.get("name")] = s.get("value")
+            statuses.append(st)
+            values.append(va)
+        cols = [rows.column(c).to_pylist() for c in ("sample_id", "prompt", "raw_text", "text") if c in names]
+        search = ["\x00".join(str(v or "") for v in vals).lower() for vals in zip(*cols)] if cols else []
+        table = _Table(rows, statuses, values, search, sorted(run.result.metrics))
+        with self._lock:
+            self._tables[run.digest] = table
+            while len(self._tables) > TABLE_CACHE:
+                self._tables.popitem(last=False)
+        return table
+
+    # ------------------------------------------------------------------ answers
+    def runs(self, *, name: str | None = None, model: str | None = None, dataset: str | None = None,
+             sweep: str | None = None, since: str | None = None, until: str | None = None,
+             fingerprint: str | None = None) -> dict[str, Any]:
+        """The run history, newest first, with every filter applied (substrings; dates as ISO prefixes)."""
+        member: dict[str, list[str]] = {}
+        sweeps = []
+        for _, sfp, doc in self._sweep_docs():
+            sname = str(doc.get("name") or sfp)
+            sweeps.append({"fingerprint": sfp, "name": sname, "runs": len(doc["runs"]),
+                           "done": sum(1 for r in doc["runs"] if isinstance(r, dict) and r.get("state") == "complete")})
+            for r in doc["runs"]:
+                if isinstance(r, dict) and r.get("fingerprint"):
+                    member.setdefault(str(r["fingerprint"]), []).append(sname)
+        rows: dict[str, dict[str, Any]] = {}
+        for store, fp, state in self._listing():
+            run = self._read_run(store, fp) if state == "complete" else None
+            if run is None:
+                rows.setdefault(fp, {"fingerprint": fp, "name": None, "state": "running", "store": store.uri(),
+                                     "sweeps": member.get(fp, []), "metrics": {}})
+                continue
+            r = run.result
+            cfg = r.config or {}
+            m = cfg.get("model") or {}
+            d = cfg.get("dataset") or {}
+            rows[fp] = {"fingerprint": fp, "name": r.name, "state": "complete", "store": store.uri(),
+                        "model": m.get("path") or m.get("model") or m.get("type"), "backend": m.get("type"),
+                        "dataset": d.get("path") or d.get("hub"), "created_at": r.created_at,
+                        "samples": r.perf.samples, "errors": r.error_count, "sweeps": member.get(fp, []),
+                        "metrics": {k: {"mean": s.mean, "ci_low": s.ci_low, "ci_high": s.ci_high, "n": s.n,
+                                        "direction": s.direction} for k, s in sorted(r.metrics.items())}}
+        if self.db is not None:
+            for row in self.db.query():
+                if row["fingerprint"] not in rows:
+                    rows[row["fingerprint"]] = {
+                        "fingerprint": row["fingerprint"], "name": row["name"], "state": row["status"],
+                        "store": row.get("store_uri"), "model": row["model"], "backend": row["model_backend"],
+                        "dataset": row["dataset"], "created_at": row["created_at"], "samples": row["n_samples"],
+                        "errors": row["error_count"], "sweeps": member.get(row["fingerprint"], []),
+                        "metrics": row["metrics"]}
+
+        def keep(r: dict[str, Any]) -> bool:
+            for key, want in (("name", name), ("model", model), ("dataset", dataset)):
+                if want and want.lower() not in str(r.get(key) or "").lower():
+                    return False
+            if sweep and not any(sweep.lower() in s.lower() for s in r["sweeps"]) and not any(
+                    s["fingerprint"].startswith(sweep) and s["name"] in r["sweeps"] for s in sweeps):
+                return False
+            if fingerprint and not r["fingerprint"].startswith(fingerprint.lower()):
+                return False
+            created = str(r.get("created_at") or "")
+            if since and created[:len(since)] < since:
+                return False
+            return not (until and created[:len(until)] > until)
+
+        found = sorted((r for r in rows.values() if keep(r)), key=lambda r: (str(r.get("created_at") or "~"),
+                                                                               r["fingerprint"]), reverse=True)
+        return safe({"runs": found, "total": len(rows), "sweeps": sweeps})
+
+    def run(self, ref: str) -> dict[str, Any]:
+        """One run: summary (intervals, status counts), configuration (redacted), performance, tokens, cost."""
+        run = self._find(ref)
+        r = run.result
+        return safe({"fingerprint": r.fingerprint, "run_id": r.run_id, "name": r.name, "store": run.store,
+                     "created_at": r.created_at, "package_version": r.package_version, "seed": r.seed,
+                     "repeat": r.repeat, "generation_fingerprint": r.generation_fingerprint,
+                     "dataset_fingerprint": r.dataset_fingerprint,
+                     "metrics": {k: s.model_dump(mode="json") for k, s in sorted(r.metrics.items())},
+                     "perf": r.perf.model_dump(mode="json"), "tokens": r.tokens.model_dump(mode="json"),
+                     "errors": [e.model_dump(mode="json") for e in r.errors[:50]], "error_count": r.error_count,
+                     "backend": r.backend, "config": redact(r.config or {})})
+
+    def samples(self, ref: str, *, offset: int = 0, limit: int = 50, search: str | None = None,
+                status: str | None = None, metric: str | None = None, score_min: float | None = None,
+                score_max: float | None = None) -> dict[str, Any]:
+        """A page of a run's per-sample table: rows ``offset`` to ``offset + limit`` of those matching the
+        filters (``search`` in id, prompt and output; ``status`` of ``metric``, or of any metric; the score
+        of ``metric`` within ``[score_min, score_max]``)."""
+        if status and status not in STATUSES:
+            raise ConfigError(f"status {status!r}: one of {', '.join(STATUSES)}")
+        limit = max(1, min(int(limit), MAX_PAGE))
+        offset = max(0, int(offset))
+        run = self._find(ref)
+        t = self._table(run)
+        if metric and metric not in t.metrics:
+            raise ConfigError(f"metric {metric!r}: this run has {', '.join(t.metrics) or 'no metric'}")
+        idx: Any = range(t.rows.num_rows)
+        if search:
+            needle = search.lower()
+            idx = [i for i in idx if needle in t.search[i]]
+        if status:
+            idx = [i for i in idx if (t.statuses[i].get(metric) == status if metric
+                                      else status in t.statuses[i].values())]
+        if metric and (score_min is not None or score_max is not None):
+            def within(v: Any) -> bool:
+                return isinstance(v, (int, float)) and (score_min is None or v >= score_min) and (
+                    score_max is None or v <= score_max)
+            idx = [i for i in idx if within(t.values[i].get(metric))]
+        matched = len(idx)
+        page = list(idx[offset:offset + limit])
+        rows = t.rows.take(page).to_pylist() if page else []
+        return safe({"fingerprint": run.result.fingerprint, "total": t.rows.num_rows, "matched": matched,
+                     "offset": offset, "limit": limit, "metrics": t.metrics, "rows": [_row(x) for x in rows]})
+
+    def diff(self, a: str, b: str) -> dict[str, Any]:
+        """Baseline ``a`` against candidate ``b``: per-metric paired tests, and the samples newly right and
+        newly wrong (binary metrics) with both runs' outputs side by side."""
+        ra, rb = self._find(a), self._find(b)
+        cmp = compare(ra.result, rb.result, n_resamples=RESAMPLES)
+        out = cmp.to_dict()
+        ta, tb = self._table(ra), self._table(rb)
+        pos_a = _positions(ta)
+        pos_b = _positions(tb)
+        changed: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        for name, mc in cmp.metrics.items():
+            d = mc.paired.diff if mc.paired is not None else None
+            if d is None:
+                continue
+            changed[name] = {}
+            for kind, keys in (("newly_right", d.newly_right), ("newly_wrong", d.newly_wrong)):
+                pairs = []
+                for key in keys[:100]:
+                    ia, ib = pos_a.get(tuple(key)), pos_b.get(tuple(key))
+                    pairs.append({"sample_id": key[0], "repeat": key[1],
+                                  "baseline": _row(ta.rows.slice(ia, 1).to_pylist()[0]) if ia is not None else None,
+                                  "candidate": _row(tb.rows.slice(ib, 1).to_pylist()[0]) if ib is not None else None})
+                changed[name][kind] = pairs
+                changed[name][kind + "_count"] = len(keys)  # type: ignore[assignment]
+        out["samples"] = changed
+        out["baseline_name"], out["candidate_name"] = ra.result.name, rb.result.name
+        return safe(out)
+
+    def _sweep(self, ref: str) -> tuple[str, dict, list[RunResult], list[dict]]:
+        if not FINGERPRINT.match(ref or ""):
+            raise NotFound(f"{ref!r} is not a sweep fingerprint")
+        hits = [(s, sfp, doc) for s, sfp, doc in self._sweep_docs() if sfp.startswith(ref)]
+        if len(hits) != 1:
+            raise NotFound(f"no sweep {ref} in the configured stores" if not hits
+                           else f"{ref} matches {len(hits)} sweeps; give more of the fingerprint")
+        store, sfp, doc = hits[0]
+        results, cells = [], []
+        for entry in doc["runs"]:
+            fp = str(entry.get("fingerprint") or "") if isinstance(entry, dict) else ""
+            run = self._read_run(store, fp) if FINGERPRINT.match(fp) else None
+            cells.append({"name": entry.get("name"), "fingerprint": fp, "state": entry.get("state") if run is None
+                          else "complete", "reason": entry.get("reason")})
+            if run is not None:
+                results.append(_redacted(run.result))
+        return sfp, doc, results, cells
+
+    def sweep(self, ref: str) -> dict[str, Any]:
+        """A sweep's cells and, once a run has finished, its leaderboard (intervals, winners, paired tests, cost)."""
+        sfp, doc, results, cells = self._sweep(ref)
+        board = leaderboard(results, n_resamples=RESAMPLES).to_dict() if results else None
+        return safe({"fingerprint": sfp, "name": doc.get("name") or sfp, "cells": cells, "leaderboard": board})
+
+    def sweep_report(self, ref: str) -> str:
+        """The sweep's HTML report (the one ``auditkit-ray report --format html`` writes), over redacted runs."""
+        sfp, doc, results, _ = self._sweep(ref)
+        if not results:
+            raise NotFound(f"sweep {sfp[:12]} has no finished run yet")
+        report = build_report(results, title=str(doc.get("name") or sfp), n_resamples=RESAMPLES)
+        return scrub_text(render(report, "html"))
+
+
+def _redacted(result: RunResult) -> RunResult:
+    return result.model_copy(update={"config": redact(result.config or {})})
+
+
+def _positions(t: _Table) -> dict[tuple[str, int], int]:
+    ids = t.rows.column("sample_id").to_pylist()
+    reps = t.rows.column("repeat").to_pylist() if "repeat" in t.rows.schema.names else [0] * len(ids)
+    return {(s, int(r or 0)): i for i, (s, r) in enumerate(zip(ids, reps))}
+
+
+def _loads(text: Any, default: Any) -> Any:
+    if not isinstance(text, str):
+        return default if text is None else text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _row(x: dict[str, Any]) -> dict[str, Any]:
+    """A per-sample row for display: raw output, extracted answer (annotations), every score with its reason."""
+    return {"sample_id": x.get("sample_id"), "repeat": x.get("repeat") or 0, "prompt": x.get("prompt"),
+            "target": _loads(x.get("target"), None), "raw_text": x.get("raw_text"), "text": x.get("text"),
+            "extracted": _loads(x.get("annotations"), {}), "error": x.get("error"), "latency_s": x.get("latency_s"),
+            "scores": [{"name": s.get("name"), "status": s.get("status"), "value": s.get("value"),
+                        "reason": s.get("reason")} for s in _loads(x.get("scores"), []) or []]}
