@@ -71,13 +71,52 @@ def safe(obj: Any) -> Any:
     return redact(jsonable(obj))
 
 
-@dataclass
 class _Table:
-    rows: Any  # pyarrow Table in sample order
-    statuses: list[dict[str, str]]
-    values: list[dict[str, float | None]]
-    search: list[str]  # lower-cased text searched, per row
-    metrics: list[str]
+    """A run's per-sample table, read once; what the filters need (each row's statuses and values, its
+    searched text) is built on the first request that filters, so an unfiltered page costs the read only."""
+
+    def __init__(self, rows: Any, metrics: list[str]) -> None:
+        self.rows = rows  # pyarrow Table in sample order
+        self.metrics = metrics
+        self._lock = threading.Lock()
+        self._scores: tuple[list[dict[str, str]], list[dict[str, float | None]]] | None = None
+        self._search: list[str] | None = None
+
+    def _parsed(self) -> tuple[list[dict[str, str]], list[dict[str, float | None]]]:
+        with self._lock:
+            if self._scores is None:
+                names = self.rows.schema.names
+                scores = self.rows.column("scores").to_pylist() if "scores" in names else [None] * self.rows.num_rows
+                statuses, values = [], []
+                for text in scores:
+                    st, va = {}, {}
+                    for one in json.loads(text) if text else []:
+                        st[one.get("name")] = one.get("status")
+                        va[one.get("name")] = one.get("value")
+                    statuses.append(st)
+                    values.append(va)
+                self._scores = (statuses, values)
+            return self._scores
+
+    @property
+    def statuses(self) -> list[dict[str, str]]:
+        return self._parsed()[0]
+
+    @property
+    def values(self) -> list[dict[str, float | None]]:
+        return self._parsed()[1]
+
+    @property
+    def search(self) -> list[str]:
+        """Lower-cased id, prompt and outputs of each row."""
+        with self._lock:
+            if self._search is None:
+                names = self.rows.schema.names
+                cols = [self.rows.column(c).to_pylist() for c in ("sample_id", "prompt", "raw_text", "text")
+                        if c in names]
+                self._search = (["\x00".join(str(v or "") for v in vals).lower() for vals in zip(*cols)] if cols
+                                else [""] * self.rows.num_rows)
+            return self._search
 
 
 @dataclass
@@ -181,20 +220,7 @@ class ResultsBrowser:
             if cached is not None:
                 self._tables.move_to_end(run.digest)
                 return cached
-        rows = read_samples_table(run.result, COLUMNS)
-        names = rows.schema.names
-        scores = rows.column("scores").to_pylist() if "scores" in names else [None] * rows.num_rows
-        statuses, values = [], []
-        for text in scores:
-            st, va = {}, {}
-            for s in json.loads(text) if text else []:
-                st[s.get("name")] = s.get("status")
-                va[s.get("name")] = s.get("value")
-            statuses.append(st)
-            values.append(va)
-        cols = [rows.column(c).to_pylist() for c in ("sample_id", "prompt", "raw_text", "text") if c in names]
-        search = ["\x00".join(str(v or "") for v in vals).lower() for vals in zip(*cols)] if cols else []
-        table = _Table(rows, statuses, values, search, sorted(run.result.metrics))
+        table = _Table(read_samples_table(run.result, COLUMNS), sorted(run.result.metrics))
         with self._lock:
             self._tables[run.digest] = table
             while len(self._tables) > TABLE_CACHE:
