@@ -23,6 +23,8 @@ SECRET = "sk-live-VIEWERSECRET-0123456789abcdef"
 XSS = "<script>alert(1)</script>"
 EXE = Path(sys.executable).parent / "auditkit-ray"
 BIG = 100_000
+#: screenshots kept after the run (the report tests keep theirs there too)
+ARTIFACTS = Path(__file__).resolve().parents[2] / "results" / "test-artifacts" / "viewer"
 
 
 def fp_of(*parts: Any) -> str:
@@ -228,7 +230,10 @@ def page(chromium_browser, tmp_path, request):
     def shot(name: str) -> Path:
         path = pg.shots / f"{name}.png"
         pg.screenshot(path=str(path), full_page=False)
-        print(f"screenshot: {path}")
+        # kept past the test's tmp folder, beside the report's screenshots (git-ignored)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, ARTIFACTS / path.name)
+        print(f"screenshot: {ARTIFACTS / path.name}")
         return path
 
     def renders() -> int:
