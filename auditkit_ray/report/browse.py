@@ -30,6 +30,7 @@ from ..core.result import RunResult
 from ..core.secrets import MASK, is_secret_key, redact, remember_secret, scrub_text
 from ..errors import ConfigError
 from ..store.base import open_store
+from ..store.layout import run_result
 from ..store.samples import read_samples_table
 from .loader import build_report
 from .render import render
@@ -142,7 +143,7 @@ class ResultsBrowser:
 
     # ------------------------------------------------------------------ reading
     def _read_run(self, store: Any, fp: str) -> _Run | None:
-        rel = f"runs/{fp}/result.json"
+        rel = run_result(fp)
         try:
             data = store.read_bytes(rel)
         except (FileNotFoundError, OSError):
@@ -161,15 +162,9 @@ class ResultsBrowser:
         self._results[key] = run
         return run
 
-    def _listing(self) -> list[tuple[Any, str, str]]:
-        """``(store, fingerprint, state)`` of every run directory; state ``complete`` or ``running``."""
-        out = []
-        for store in self.stores:
-            for fp in store.list_dirs("runs"):
-                if not FINGERPRINT.match(fp):
-                    continue
-                out.append((store, fp, "complete" if store.exists(f"runs/{fp}/result.json") else "running"))
-        return out
+    def _listing(self) -> list[tuple[Any, str]]:
+        """``(store, fingerprint)`` of every run directory; a run whose result.json does not read is running."""
+        return [(store, fp) for store in self.stores for fp in store.list_dirs("runs") if FINGERPRINT.match(fp)]
 
     def _sweep_docs(self) -> list[tuple[Any, str, dict]]:
         out = []
@@ -189,17 +184,15 @@ class ResultsBrowser:
     def _find(self, ref: str) -> _Run:
         if not FINGERPRINT.match(ref or ""):
             raise NotFound(f"{ref!r} is not a run fingerprint")
-        hits = [(s, fp) for s, fp, state in self._listing() if fp.startswith(ref) and state == "complete"]
+        hits = [(fp, run) for fp, run in ((fp, self._read_run(s, fp)) for s, fp in self._listing()
+                                          if fp.startswith(ref)) if run is not None]
         if not hits and self.db is not None:
             return self._find_in_db(ref)
         if not hits:
             raise NotFound(f"no finished run {ref} in the configured stores")
-        if len({fp for _, fp in hits}) > 1:
+        if len({fp for fp, _ in hits}) > 1:
             raise NotFound(f"{ref} matches {len(hits)} runs; give more of the fingerprint")
-        run = self._read_run(*hits[0])
-        if run is None:
-            raise NotFound(f"run {ref}: result.json unreadable")
-        return run
+        return hits[0][1]
 
     def _find_in_db(self, ref: str) -> _Run:
         row = self.db.get(ref)
@@ -242,8 +235,8 @@ class ResultsBrowser:
                 if isinstance(r, dict) and r.get("fingerprint"):
                     member.setdefault(str(r["fingerprint"]), []).append(sname)
         rows: dict[str, dict[str, Any]] = {}
-        for store, fp, state in self._listing():
-            run = self._read_run(store, fp) if state == "complete" else None
+        for store, fp in self._listing():
+            run = self._read_run(store, fp)
             if run is None:
                 rows.setdefault(fp, {"fingerprint": fp, "name": None, "state": "running", "store": store.uri(),
                                      "sweeps": member.get(fp, []), "metrics": {}})

@@ -15,6 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+def run_result(run_fp: str) -> str:
+    """Where a run's RunResult lives, from its fingerprint alone (for readers that know no shard size)."""
+    return f"runs/{run_fp}/result.json"
+
+
 @dataclass(frozen=True)
 class RunLayout:
     run_fp: str
@@ -49,7 +54,7 @@ class RunLayout:
 
     @property
     def result(self) -> str:
-        return f"{self.run_dir}/result.json"
+        return run_result(self.run_fp)
 
     @property
     def manifest(self) -> str:

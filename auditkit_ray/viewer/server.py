@@ -16,6 +16,7 @@ pages.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import json
 import secrets
@@ -199,7 +200,5 @@ def serve(stores: list[str], *, db: str | None = None, host: str = "127.0.0.1", 
         finally:
             await runner.cleanup()
 
-    try:
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how the viewer stops: no traceback
         asyncio.run(main())
-    except KeyboardInterrupt:
-        pass

@@ -108,7 +108,7 @@ def config_of(name: str, model: str, **model_extra: Any) -> dict:
 def stores(tmp_path_factory) -> dict[str, Any]:
     """One store: a baseline and a candidate (the candidate configured with an api_key, one output hostile
     HTML), a sweep of the two, a run of 100,000 samples; and a run in a folder outside the store."""
-    pytest.importorskip("pyarrow")
+    pytest.importorskip("pyarrow", reason="the stores are Parquet: the 'view' extra")
     root = tmp_path_factory.mktemp("viewer")
     store = root / "store"
     base = write_run(store, "arith/baseline", n=200, right=lambda i: i % 4 != 0,
