@@ -20,6 +20,9 @@ import tempfile  # noqa: E402
 _DB_DIR = tempfile.mkdtemp(prefix="ak-db-")
 atexit.register(shutil.rmtree, _DB_DIR, ignore_errors=True)  # one per test session: none left behind
 os.environ["AUDITKIT_RAY_DB"] = os.path.join(_DB_DIR, "experiments.sqlite")
+# the command line's warm local cluster outlives a command by design; the tests that are about it turn it on
+# (tests/cli/test_warm_cluster.py), every other test gets the private cluster per command it always had
+os.environ["AUDITKIT_RAY_WARM"] = "0"
 
 # property tests draw the same examples on every run: CI's verdict does not depend on the draw
 # (hypothesis is a dev extra; the tests that use it import it themselves)
