@@ -79,7 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_USAGE
         _cwd_on_path()
         progress = hasattr(args, "quiet") and not args.quiet
-        with output.terminal_logging(progress), output.json_stdout(bool(getattr(args, "json", False))):
+        with (output.reader_may_leave(), output.terminal_logging(progress),
+              output.json_stdout(bool(getattr(args, "json", False)))):
             return args.handler(args)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -88,7 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {api.scrub_secrets(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except BrokenPipeError:
-        # the reader of our output went away (`| head`): what it wanted it has; stop quietly, as Unix tools do
+        # the reader of our output went away (`| head`) where sys.stdout was bypassed; what it wanted it has:
+        # stop quietly, as Unix tools do (a command's own prints finish, and its verdict stands:
+        # output.reader_may_leave)
         _quiet_stdout()
         return 0
     except KeyboardInterrupt as exc:
@@ -104,12 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _quiet_stdout() -> None:
     """Point stdout at /dev/null: its reader is gone, and the flush at exit must not fail again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):  # no real file descriptor behind stdout (a test's capture)
-        pass
+    output.quiet_stdout(sys.stdout)
 
 
 def entrypoint() -> None:
@@ -121,7 +119,8 @@ def entrypoint() -> None:
     noise.set_exit_code(code)
     output.warnings_until_exit()
     try:
-        sys.stdout.flush()
+        if sys.stdout is not None:  # None: started with stdout closed (`>&-`)
+            sys.stdout.flush()
     except BrokenPipeError:
         _quiet_stdout()
     sys.stdout = sys.stderr  # what Ray prints while it shuts down at exit is not the command's output

@@ -45,9 +45,70 @@ def json_stdout(enabled: bool) -> Iterator[None]:
         _streams.pop()
 
 
+class _ReaderMayLeave:
+    """``sys.stdout`` while a command runs: when the reader of its output goes away (``| head``, ``| true``),
+    the rest of what the command prints goes nowhere instead of raising, so the command finishes and its exit
+    code is its verdict (a failed gate stays 1, with its ``error:`` line on stderr), not the pipe's."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.reader_gone = False
+
+    def write(self, text: str) -> int:
+        if not self.reader_gone:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._gone()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.reader_gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._gone()
+
+    def _gone(self) -> None:
+        self.reader_gone = True
+        quiet_stdout(self._stream)
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding, buffer...
+        return getattr(self._stream, name)
+
+
+def quiet_stdout(stream: Any = None) -> None:
+    """Point stdout's file descriptor at /dev/null: its reader is gone, and the flush at exit must not fail."""
+    try:
+        fd = (stream or sys.__stdout__).fileno()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real file descriptor behind it (a test's capture)
+        pass
+
+
+@contextmanager
+def reader_may_leave() -> Iterator[_ReaderMayLeave]:
+    """While the command runs, ``sys.stdout`` survives its reader going away (``_ReaderMayLeave``)."""
+    before = sys.stdout
+    if before is None:  # started with stdout closed (`>&-`): print() writes nowhere already
+        yield _ReaderMayLeave(None)
+        return
+    safe = _ReaderMayLeave(before)
+    sys.stdout = safe
+    try:
+        yield safe
+    finally:
+        if sys.stdout is safe:
+            sys.stdout = before
+
+
 def emit(text: str) -> None:
     """Print a command's result: to the original stdout inside json_stdout."""
-    print(text, file=_streams[-1] if _streams else sys.stdout, flush=True)
+    out = _streams[-1] if _streams else sys.stdout
+    if out is not None:  # None: started with stdout closed (`>&-`)
+        print(text, file=out, flush=True)
 
 
 def print_run(result: Any) -> None:
