@@ -37,7 +37,8 @@ __all__ = [
     "k8s_dump", "k8s_render", "k8s_submit", "leaderboard", "list_metrics", "lmeval", "load_config", "load_run",
     "load_sweep", "open_store", "parse_assignments", "parse_max_regression", "query_runs", "render_report", "rescore",
     "rescore_spec", "resolve_run", "results_browser", "run_fingerprint", "samples_table", "schema", "scrub_secrets",
-    "show_run", "sweep", "sweep_plan", "sync_runs", "use_color", "validate",
+    "show_run", "sweep", "sweep_plan", "sync_runs", "use_color", "validate", "cluster_up", "cluster_down",
+    "cluster_status", "prefer_warm_cluster",
 ]
 
 
@@ -571,3 +572,59 @@ def format_inspection(report: dict[str, Any]) -> str:
     from .trace_inspect import format_inspection as _format
 
     return _format(report)
+
+
+# ----------------------------------------------------------------------------- the warm local cluster
+def prefer_warm_cluster(on: bool = True) -> None:
+    """Runs of this process without an address use the machine's warm local Ray cluster (started by the first
+    run, stopped after its idle timeout or by ``cluster_down``) instead of a private one; the command line does
+    this. ``AUDITKIT_RAY_WARM=0``/``1`` overrides it either way."""
+    from .pipeline.runtime import prefer_warm_cluster as _prefer
+
+    _prefer(on)
+
+
+def _cluster_dict(st: Any, started: bool | None = None) -> dict[str, Any]:
+    import time
+
+    out = {"cluster_id": st.cluster_id, "address": st.address, "keeper_pid": st.keeper_pid,
+           "idle_timeout_s": st.idle_timeout_s, "up_for_s": round(time.time() - st.started_at, 1),
+           "num_cpus": st.num_cpus, "num_gpus": st.num_gpus}
+    if started is not None:
+        out["started"] = started
+    return out
+
+
+def cluster_up(*, idle_timeout_s: float | None = None, num_cpus: float | None = None,
+               num_gpus: float | None = None) -> dict[str, Any]:
+    """Start the warm local cluster for this environment and working directory unless it is up."""
+    from .pipeline.warm import up
+
+    st, started = up(num_cpus=num_cpus, num_gpus=num_gpus, idle_s=idle_timeout_s)
+    return _cluster_dict(st, started)
+
+
+def cluster_status() -> dict[str, Any] | None:
+    """The warm local cluster, when one is up."""
+    from .pipeline.warm import status
+
+    st = status()
+    return None if st is None else _cluster_dict(st)
+
+
+def cluster_down() -> dict[str, Any] | None:
+    """Stop the warm local cluster; returns what was stopped, None when none was up."""
+    from .pipeline.warm import down
+
+    st = down()
+    return None if st is None else _cluster_dict(st)
+
+
+def parse_duration(text: str) -> float:
+    """``600``, ``90s``, ``10m``, ``2h`` -> seconds (a ConfigError otherwise)."""
+    from .pipeline.warm import parse_duration as _parse
+
+    try:
+        return _parse(text)
+    except ValueError:
+        raise ConfigError(f"not a duration: {text!r} (e.g. 600, 90s, 10m, 2h)") from None

@@ -33,9 +33,17 @@ class RunContext:
     share a model: evaluate_many, sweep cells)."""
 
     def __init__(self, runs: Runs) -> None:
-        self.specs = {k: RunSpec.model_validate_json(v[0]) for k, v in runs.items()}
-        self.stores = {k: v[1] for k, v in runs.items()}
-        self.layouts = {k: v[2] for k, v in runs.items()}
+        self.specs: dict[str, RunSpec] = {}
+        self.stores: dict[str, ResultStore] = {}
+        self.layouts: dict[str, RunLayout] = {}
+        self.add(runs)
+
+    def add(self, runs: Runs) -> None:
+        """Serve these runs too (a generation actor started before its runs were planned learns them so)."""
+        for k, v in runs.items():
+            if k not in self.specs:
+                self.stores[k], self.layouts[k] = v[1], v[2]
+                self.specs[k] = RunSpec.model_validate_json(v[0])
 
     def of(self, stage: str, run: str) -> tuple[RunSpec, ResultStore, RunLayout]:
         """The run's spec, store and layout; a shard of a run this stage was not given fails naming both."""

@@ -128,7 +128,7 @@ class GenerateStage:
 
     fields = FIELDS
 
-    def __init__(self, runs: Runs, threads: int = 1) -> None:
+    def __init__(self, runs: Runs, threads: int = 1, lead: str | None = None) -> None:
         self.ctx = RunContext(runs)
         self.threads = threads
         self.backend = None
@@ -141,7 +141,12 @@ class GenerateStage:
         self._unloaded = None  # built here, loaded by the first shard (backends that load in the generating thread)
         self._closed = False
         self._load_started = 0.0
-        first = next(iter(self.ctx.specs.values()), None)  # the runs of one pipeline share a model
+        self._load_started_at: float | None = None
+        self._load_ended_at: float | None = None
+        # the runs of one pipeline share a model; an actor started before its runs were planned gets the first
+        # run's spec (``lead``) and learns the runs with their shards (``run_batch``)
+        first = RunSpec.model_validate_json(lead) if lead else next(iter(self.ctx.specs.values()), None)
+        self._lead = first
         if first is not None:
             backend = create_backend(materialize(first.model), first.generation, first.seed,
                                      services=SERVICES)
@@ -156,8 +161,11 @@ class GenerateStage:
                         box["backend"] = backend
                     except BaseException as exc:  # noqa: BLE001 - raised by the first shard's _get_backend
                         box["error"] = exc.with_traceback(None)
+                    finally:
+                        box["ended_at"] = time.time()
 
                 thread = threading.Thread(target=preload, name="auditkit-model-load", daemon=True)
+                self._load_started_at = time.time()
                 thread.start()
                 self._preload = (thread, box)
                 self._load_started = time.monotonic()
@@ -212,6 +220,7 @@ class GenerateStage:
             if thread.is_alive():
                 raise ModelLoadError(f"model load did not finish within execution.load_timeout_s={timeout:g}s")
             self._preload = None
+            self._load_ended_at = box.get("ended_at")
             if "error" not in box:
                 return box["backend"]
             if isinstance(box["error"], AuditKitError):
@@ -223,7 +232,9 @@ class GenerateStage:
                                                        services=SERVICES)
             self._unloaded = None
             try:
+                self._load_started_at = time.time()
                 backend.load()  # once per actor, reused for every shard of every run it serves
+                self._load_ended_at = time.time()
                 return backend
             except AuditKitError:
                 raise
@@ -344,3 +355,27 @@ class GenerateStage:
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
         rows = read_batch(batch)
         return payload_batch([self.generate_shard(p) for p, _ in rows], [cell for _, cell in rows])
+
+    # ------------------------------------------------------------------ as an actor of the driver's own
+    def ready(self) -> dict[str, Any]:
+        """This actor's process, and when its model load started and ended (wall clock; the end is None while
+        it loads). Waits for nothing."""
+        box = self._preload[1] if self._preload is not None else {}
+        return {"worker": self.worker, "load_started_at": self._load_started_at,
+                "load_ended_at": box.get("ended_at", self._load_ended_at)}
+
+    def warm(self) -> None:
+        """Load the model now, in the thread that generates (a backend that loads in a thread of its own has
+        started already): the driver calls this first, before any shard is planned. A load that fails here
+        is tried again, and reported, by the first shard."""
+        if self._lead is not None and self.backend is None:
+            with contextlib.suppress(Exception):
+                self._get_backend(self._lead)
+
+    def run_batch(self, batch: dict[str, Any], runs: Runs) -> dict[str, Any]:
+        """One Ray Data batch of shards, from the forwarding stage (``actors.forward``), with the runs they
+        belong to (learnt once per run)."""
+        if any(k not in self.ctx.specs for k in runs):
+            with self._load_lock:
+                self.ctx.add(runs)
+        return self(batch)

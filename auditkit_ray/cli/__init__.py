@@ -21,7 +21,23 @@ from typing import Any
 from .. import api
 from .._version import __version__
 from ..errors import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, AuditKitError, Interrupted
-from . import cache, catalogue, compare, config, inspect, k8s, lmeval, noise, output, report, run, runs, sweep, view
+from . import (
+    cache,
+    catalogue,
+    cluster,
+    compare,
+    config,
+    inspect,
+    k8s,
+    lmeval,
+    noise,
+    output,
+    report,
+    run,
+    runs,
+    sweep,
+    view,
+)
 
 
 class UsageError(Exception):
@@ -37,7 +53,7 @@ class Parser(argparse.ArgumentParser):
 #: the command groups, in the order their commands are listed by --help
 GROUPS = (config.add_parsers, run.add_run_parser, compare.add_parsers, sweep.add_parsers, k8s.add_parsers,
           runs.add_parsers, run.add_stored_parsers, report.add_parsers, config.add_init_parser, lmeval.add_parsers,
-          catalogue.add_parsers, inspect.add_parsers, cache.add_parsers, view.add_parsers)
+          catalogue.add_parsers, inspect.add_parsers, cache.add_parsers, view.add_parsers, cluster.add_parsers)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,6 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
         _cwd_on_path()
+        api.prefer_warm_cluster()  # commands without --address share the machine's warm local cluster
         progress = hasattr(args, "quiet") and not args.quiet
         with (output.reader_may_leave(), output.terminal_logging(progress),
               output.json_stdout(bool(getattr(args, "json", False)))):

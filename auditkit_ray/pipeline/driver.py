@@ -18,6 +18,8 @@ from ..config.models import RunSpec
 from ..errors import AuditKitError, InfrastructureError, Interrupted, RunError
 from ..store.db import ExperimentDB
 from ..store.layout import RunLayout
+from . import genpool
+from .genpool import GenerationPool
 from .merge import merge
 from .plan import Plan, build_plans
 from .runtime import init_ray, kill_actors_on_failure, quiet_ray_data, unwrap_error, warn_on_failure
@@ -28,16 +30,35 @@ progress_log = logging.getLogger(__name__ + ".progress")
 
 
 def _resources(ray: Any, spec: RunSpec, scoring_actors: int) -> dict[str, Any]:
-    """GPUs per generation actor, and CPUs per scoring actor such that every
-    scoring pool fits beside one spare CPU (on 2 CPUs, pools that each took a
-    whole CPU would starve the rest of the pipeline)."""
-    cluster = ray.cluster_resources()
-    gpus = cluster.get("GPU", 0)
-    cpus = cluster.get("CPU", 1)
-    want_gpu = spec.model.needs_gpu() and gpus > 0
-    per_actor_gpu = float(getattr(spec.model, "num_gpus", 1.0)) if want_gpu else 0.0
+    """CPUs per scoring actor such that every scoring pool fits beside one spare CPU (on 2 CPUs, pools that
+    each took a whole CPU would starve the rest of the pipeline)."""
+    cpus = ray.cluster_resources().get("CPU", 1)
     score_cpus = 1.0 if cpus >= scoring_actors + 1 else max(0.05, cpus / (scoring_actors + 1))
-    return {"gen_gpus": per_actor_gpu, "score_cpus": round(score_cpus, 3)}
+    return {"score_cpus": round(score_cpus, 3)}
+
+
+def _raydata_generation(ds: Any, runs: dict, n_gen: int, gpus: float, k: int, actor_restarts: int | None) -> Any:
+    """The generation stage in Ray Data's own actor pool (``AUDITKIT_RAY_GENERATION_POOL=raydata``): its
+    actors start when the dataset executes."""
+    from ray.data import ActorPoolStrategy
+
+    from ..actors.generate import GenerateStage
+
+    in_actor = {"max_concurrent_calls_per_actor": k, "enable_true_multi_threading": True} if k > 1 else {}
+    restarts = {"max_restarts": actor_restarts} if actor_restarts is not None else {}
+    with warnings.catch_warnings():  # Ray 2.60 has no named parameter for max_restarts yet
+        warnings.filterwarnings("ignore", message=".*ray_remote_args.*deprecated")
+        return ds.map_batches(
+            GenerateStage,
+            fn_constructor_kwargs={"runs": runs},
+            batch_size=1,
+            batch_format="numpy",
+            compute=ActorPoolStrategy(size=n_gen, max_tasks_in_flight_per_actor=2 * k, **in_actor),
+            num_gpus=gpus or None,
+            num_cpus=0,
+            zero_copy_batch=True,
+            **restarts,
+        )
 
 
 class _StderrHandler(logging.StreamHandler):
@@ -119,14 +140,26 @@ def model_key(spec: RunSpec) -> str:
 def run_pipeline(plans: list[Plan], address: str | None, progress: bool, *, actor_restarts: int | None = None,
                  on_shard: Callable[[Any], None] | None = None,
                  on_start: Callable[[Any], None] | None = None,
-                 started: float | None = None) -> dict[str, dict[str, Any]]:
+                 started: float | None = None, pool: GenerationPool | None = None) -> dict[str, dict[str, Any]]:
     """One streaming pipeline over the pending shards of runs that share a
     model. Returns per-run generation statistics keyed by run fingerprint.
 
     ``actor_restarts``: times Ray restarts a generation actor that died (default: Ray Data's, without end; a sweep
     bounds it, so that a crashing engine fails its cell). ``on_shard``: called with each shard's outcome as it
     comes. ``on_start``: called with a handle whose ``abort(exc)`` stops the pipeline (and kills its actors)
-    from another thread."""
+    from another thread. ``pool``: generation actors started for these runs before they were planned
+    (``start_generation``); the pipeline uses them (or stops those it does not need) and stops them at its end."""
+    owned: list[GenerationPool] = [pool] if pool is not None else []  # stopped at the end, however it ends
+    try:
+        return _run_pipeline(plans, address, progress, actor_restarts, on_shard, on_start, started, owned)
+    finally:
+        for p in owned:
+            p.close()
+
+
+def _run_pipeline(plans: list[Plan], address: str | None, progress: bool, actor_restarts: int | None,
+                  on_shard: Callable[[Any], None] | None, on_start: Callable[[Any], None] | None,
+                  started: float | None, owned: list[GenerationPool]) -> dict[str, dict[str, Any]]:
     stats = {p.layout.run_fp: {"generated": 0, "generation_s": 0.0, "new_tokens": 0, "model_size": None, "tallies": {}}
              for p in plans}
     pending = [(p, i) for p in plans for i in p.pending]
@@ -140,7 +173,6 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool, *, acto
     quiet_ray_data()
     from ray.data import ActorPoolStrategy
 
-    from ..actors.generate import GenerateStage
     from ..actors.retrieve import RetrieveStage
     from ..actors.score import ScoreStage, pools_needed
     from ..actors.shard import read_outcome
@@ -176,47 +208,36 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool, *, acto
     pool_actors = {pool: max(1, min(len(pending), max(getattr(p.spec.execution, sizes[pool]) for p in plans)))
                    for pool in pools}
     res = _resources(ray, lead, sum(pool_actors.values()))
-    if res["gen_gpus"]:
-        fit = int(ray.cluster_resources().get("GPU", 0) // res["gen_gpus"])
-        if fit < 1:
-            raise RunError(f"{name}: a generation actor needs {res['gen_gpus']:g} GPUs; the cluster has fewer")
-        if n_gen > fit:  # more actors than GPUs would wait forever
-            log.warning("%s: %d generation actors do not fit the cluster's GPUs; using %d", name, n_gen, fit)
-            n_gen = fit
     # a backend with no model (echo) runs in the first scoring pool's actors: no
     # generation actor to start and no hand-off between processes for each shard
     inline = bool(n_need_gen) and lead.model.generates_inline()
     if n_need_gen and not inline:
+        n_gen, gpus = genpool.shape(ray, lead, n_gen)
         # shards one generation actor works on at once: > 1 runs them in threads of the actor
         # (an API backend waits on the network; its request limits hold over all of them)
-        k = max((p.spec.execution.generation_shards_in_flight or p.spec.model.shards_in_flight()) for p in plans)
-        in_actor = {"max_concurrent_calls_per_actor": k, "enable_true_multi_threading": True} if k > 1 else {}
-        restarts = {"max_restarts": actor_restarts} if actor_restarts is not None else {}
-        with warnings.catch_warnings():  # Ray 2.60 has no named parameter for max_restarts yet
-            warnings.filterwarnings("ignore", message=".*ray_remote_args.*deprecated")
-            ds = ds.map_batches(
-                GenerateStage,
-                fn_constructor_kwargs={"runs": runs},
-                batch_size=1,
-                batch_format="numpy",
-                compute=ActorPoolStrategy(size=n_gen, max_tasks_in_flight_per_actor=2 * k, **in_actor),
-                num_gpus=res["gen_gpus"] or None,
-                num_cpus=0,
-                zero_copy_batch=True,
-                **restarts,
-            )
+        k = genpool.in_flight([p.spec for p in plans])
+        if genpool.owned():
+            if not owned:
+                owned.append(genpool.GenerationPool(ray, lead, n_gen, gpus, k, actor_restarts))
+            owned[0].trim(n_gen)
+            ds = owned[0].stage(ds, runs)
+        else:
+            ds = _raydata_generation(ds, runs, n_gen, gpus, k, actor_restarts)
+    elif owned:
+        owned[0].trim(0)  # every output is stored, or the backend runs inline: no model to load
     generation = "inline" if inline else "given" if n_need_gen else "cached"
-    for k, pool in enumerate(pools):
+    for k, kind in enumerate(pools):
         ds = ds.map_batches(
             ScoreStage,
-            fn_constructor_kwargs={"runs": runs, "pool": pool, "first": k == 0, "final": k == len(pools) - 1,
+            fn_constructor_kwargs={"runs": runs, "pool": kind, "first": k == 0, "final": k == len(pools) - 1,
                                    "generation": generation if k == 0 else "given"},
             batch_size=1,
             batch_format="numpy",
-            compute=ActorPoolStrategy(size=pool_actors[pool], max_tasks_in_flight_per_actor=2),
+            compute=ActorPoolStrategy(size=pool_actors[kind], max_tasks_in_flight_per_actor=2),
             num_cpus=res["score_cpus"],
         )
     handle = kill_actors_on_failure(ds)
+    handle.on_abort.extend(p.kill for p in owned)
     if on_start is not None:
         on_start(handle)
     bar = _Progress(name, sum(p.n_shards for p in plans), sum(len(p.done) for p in plans), progress, started)
@@ -306,7 +327,14 @@ def evaluate_specs(specs: list[RunSpec], *, address: str | None = None, progress
     """Evaluate several runs; runs that share a model share one pipeline and
     so one model load per generation actor (evaluate_many, sweep cells)."""
     t0 = time.perf_counter()
-    plans = build_plans(specs, in_tasks=True, address=address)
+    pins: dict[tuple, str] = {}
+    early = start_generation(specs, address, pins)
+    try:
+        plans = build_plans(specs, in_tasks=True, address=address, pins=pins)
+    except BaseException:
+        if early is not None:
+            early.kill()
+        raise
     by_model: dict[str, list[Plan]] = {}
     seen: set[str] = set()
     for p in plans:
@@ -316,9 +344,32 @@ def evaluate_specs(specs: list[RunSpec], *, address: str | None = None, progress
         by_model.setdefault(model_key(p.spec), []).append(p)
     stats: dict[str, dict[str, Any]] = {}
     for group in by_model.values():
-        stats.update(run_pipeline(group, address, progress, started=t0))
+        pool, early = early, None  # the runs of one model share it (start_generation)
+        stats.update(run_pipeline(group, address, progress, started=t0, pool=pool))
+    if early is not None:
+        early.kill()
     wall = time.perf_counter() - t0
     return [stored_or_finish(p, stats[p.layout.run_fp], wall) for p in plans]
+
+
+def start_generation(specs: list[RunSpec], address: str | None, pins: dict[tuple, str]) -> GenerationPool | None:
+    """Generation actors for runs that share one model, started before the runs are planned: Ray first, then
+    the actors, which load the model while the driver reads the dataset, builds the prompts and the pipeline.
+    None where no actor would be used (inline backends; ``AUDITKIT_RAY_GENERATION_POOL=raydata``). Should the
+    plan find every output stored, the pipeline stops them unused."""
+    from .plan import pin_model, preflight
+
+    if not specs or not genpool.owned():
+        return None
+    pinned = [pin_model(s, pins) for s in specs]
+    if len({model_key(s) for s in pinned}) != 1 or pinned[0].model.generates_inline():
+        return None
+    for s in pinned:
+        preflight(s)  # a mistake the plan would report fails before any actor starts
+    lead = pinned[0]
+    ray = init_ray(address, lead.execution)
+    n, gpus = genpool.shape(ray, lead, max(s.execution.generation_actors for s in pinned))
+    return GenerationPool(ray, lead, n, gpus, genpool.in_flight(pinned))
 
 
 def stored_or_finish(plan: Plan, stats: dict[str, Any], wall_s: float, parent_run_id: str | None = None) -> Any:

@@ -287,10 +287,11 @@ def check_dataset(spec: RunSpec) -> int:
     return len(samples)
 
 
-def build_plans(specs: list[RunSpec], *, in_tasks: bool = False, address: str | None = None) -> list[Plan]:
+def build_plans(specs: list[RunSpec], *, in_tasks: bool = False, address: str | None = None,
+                pins: dict[tuple, str] | None = None) -> list[Plan]:
     """Each run's plan (``build_plan``); runs that read one dataset the same
     way (``rows_key``: a sweep over checkpoints or quantisations) read and
-    validate it once and share its rows."""
+    validate it once and share its rows. ``pins``: models pinned already (``pin_model``'s)."""
     from collections import Counter
 
     from ..store.base import open_store

@@ -259,9 +259,14 @@ class PipelineHandle:
     def __init__(self) -> None:
         self.executor: Any = None
         self.aborted: BaseException | None = None
+        #: what else an abort stops at once (the driver's own generation actors)
+        self.on_abort: list[Callable[[], None]] = []
 
     def abort(self, exc: BaseException) -> bool:
         self.aborted = exc
+        for fn in self.on_abort:
+            with contextlib.suppress(Exception):
+                fn()
         if self.executor is None:
             return False
         self.executor.shutdown(True, exc)

@@ -11,6 +11,7 @@ import contextlib
 import logging
 import os
 import re
+import sys
 from typing import Any, Callable, Iterator
 
 from .. import errors
@@ -27,20 +28,59 @@ def log_to_driver() -> bool:
     return os.environ.get("AUDITKIT_RAY_LOG_TO_DRIVER", "0") == "1"
 
 
+#: whether a run without an address uses the warm local cluster (``warm``) when ``AUDITKIT_RAY_WARM`` is unset:
+#: the command line says yes (``prefer_warm_cluster``), the library keeps a private cluster per process
+_WARM_BY_DEFAULT = [False]
+
+
+def prefer_warm_cluster(on: bool = True) -> None:
+    """Runs of this process without an address share the machine's warm local cluster (``warm``)."""
+    _WARM_BY_DEFAULT[0] = on
+
+
+def worker_env() -> dict[str, str]:
+    """What workers need of the driver's environment: user code imports relative to its working directory."""
+    cwd = os.getcwd()
+    pythonpath = os.pathsep.join(p for p in [cwd, os.environ.get("PYTHONPATH", "")] if p)
+    return {"PYTHONPATH": pythonpath, "AUDITKIT_RAY_WORKDIR": cwd}
+
+
 def init_ray(address: str | None, execution: Any) -> Any:
-    """Ray, started (or joined at ``address`` / ``RAY_ADDRESS``) unless it is already."""
+    """Ray, started (or joined at ``address`` / ``RAY_ADDRESS``) unless it is already; without an address, the
+    warm local cluster when this process prefers it (``prefer_warm_cluster``, ``AUDITKIT_RAY_WARM``)."""
+    address = address or os.environ.get("RAY_ADDRESS")
+    warm_first = not address and _warm_wanted() and "ray" not in sys.modules
+    if warm_first:
+        # the warm cluster, like every cluster Ray starts, takes token authentication (its token is in ~/.ray);
+        # Ray reads the mode when it is imported, so a driver that joins it says so before that
+        os.environ.setdefault("RAY_AUTH_MODE", "token")
     ray = require("ray", "ray")
     if ray.is_initialized():
         return ray
-    address = address or os.environ.get("RAY_ADDRESS")
-    cwd = os.getcwd()
-    pythonpath = os.pathsep.join(p for p in [cwd, os.environ.get("PYTHONPATH", "")] if p)
-    # workers import user code relative to the driver's working directory, and only from there
-    worker_env = {"PYTHONPATH": pythonpath, "AUDITKIT_RAY_WORKDIR": cwd}
+    env = worker_env()
     kwargs: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": log_to_driver()}
     with _sigterm_kept():
-        _start(ray, address, execution, worker_env, kwargs)
+        if warm_first:
+            from . import warm
+
+            warm_address = warm.connect_address(_int(getattr(execution, "num_cpus", None)),
+                                                getattr(execution, "num_gpus", None), env)
+            if warm_address:
+                ray.init(address=warm_address, **kwargs)
+                return ray
+        _start(ray, address, execution, env, kwargs)
     return ray
+
+
+def _warm_wanted() -> bool:
+    from . import warm
+
+    choice = warm.wanted()
+    return _WARM_BY_DEFAULT[0] if choice is None else choice
+
+
+def _int(v: Any) -> Any:
+    return int(v) if isinstance(v, float) and v.is_integer() else v
 
 
 @contextlib.contextmanager
@@ -63,27 +103,31 @@ def _start(ray: Any, address: str | None, execution: Any, worker_env: dict[str, 
     if address:
         ray.init(address=address, runtime_env={"env_vars": worker_env}, **kwargs)
     else:
-        # address="local": always a fresh in-process cluster, never a stray one that `ray start` left on
-        # this machine. Its processes inherit this one's environment, so its workers get worker_env from
-        # there rather than from a job runtime_env: Ray starts every worker of a job that has one through
-        # an extra setup process, which costs most of a second per start.
-        # quick_local_start: Ray's head node without the processes no one would use and without its
-        # one-second waits for the raylet (ray_compat)
-        # every process of the local cluster inherits this mark (Ray's agents rename themselves, so their
-        # command line does not say whose they are): the reaper finds them by it
-        mark = f"{os.getpid()}:{os.urandom(6).hex()}"
-        with (environ({**worker_env, REAPER_MARK: mark}),
-              ray_compat.dropped(ray_compat.TOKEN_AUTH_LOGGER, ray_compat.TOKEN_AUTH_ENABLED),
-              ray_compat.quick_local_start(kwargs["log_to_driver"])):
-            ray.init(
-                address="local",
-                num_cpus=getattr(execution, "num_cpus", None),
-                num_gpus=getattr(execution, "num_gpus", None),
-                include_dashboard=False,
-                **kwargs,
-            )
-        atexit.register(release_local_cluster)  # runs before Ray's own exit hook (atexit is last in, first out)
-        start_reaper(mark)
+        start_local(getattr(execution, "num_cpus", None), getattr(execution, "num_gpus", None),
+                    kwargs["log_to_driver"], worker_env)
+
+
+def start_local(num_cpus: Any, num_gpus: Any, log_to_driver: bool, env: dict[str, str] | None = None) -> Any:
+    """A fresh local cluster owned by this process (stopped at its exit, and by the reaper if it is killed)."""
+    import ray
+
+    # address="local": always a fresh in-process cluster, never a stray one that `ray start` left on
+    # this machine. Its processes inherit this one's environment, so its workers get worker_env from
+    # there rather than from a job runtime_env: Ray starts every worker of a job that has one through
+    # an extra setup process, which costs most of a second per start.
+    # quick_local_start: Ray's head node without the processes no one would use and without its
+    # one-second waits for the raylet (ray_compat)
+    # every process of the local cluster inherits this mark (Ray's agents rename themselves, so their
+    # command line does not say whose they are): the reaper finds them by it
+    mark = f"{os.getpid()}:{os.urandom(6).hex()}"
+    with (environ({**(worker_env() if env is None else env), REAPER_MARK: mark}),
+          ray_compat.dropped(ray_compat.TOKEN_AUTH_LOGGER, ray_compat.TOKEN_AUTH_ENABLED),
+          ray_compat.quick_local_start(log_to_driver)):
+        ray.init(address="local", num_cpus=_int(num_cpus), num_gpus=num_gpus, include_dashboard=False,
+                 logging_level=logging.WARNING, log_to_driver=log_to_driver)
+    atexit.register(release_local_cluster)  # runs before Ray's own exit hook (atexit is last in, first out)
+    start_reaper(mark)
+    return ray
 
 
 #: the environment variable that marks the processes of the local cluster this driver started
