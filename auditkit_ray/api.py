@@ -109,6 +109,7 @@ def validate(path: str | os.PathLike, *, read_data: bool = True, overrides: Sequ
 
     spec = as_run_spec(path, overrides=overrides, limit=limit) if overrides or limit is not None else _load(path)
     runs = [spec] if isinstance(spec, RunSpec) else expand(spec, source=str(path))
+    _check_models(runs, str(path), sweep=not isinstance(spec, RunSpec))
     datasets: dict[str, int] = {}
     if read_data:
         from .pipeline.plan import check_dataset
@@ -122,6 +123,27 @@ def validate(path: str | os.PathLike, *, read_data: bool = True, overrides: Sequ
         return Validation("run", spec.name, fingerprint=_fp(spec), backend=spec.model.type, metrics=len(spec.metrics),
                           datasets=where)
     return Validation("sweep", spec.name, runs=[(r.name, _fp(r)) for r in runs], datasets=where)
+
+
+def _check_models(runs: list[Any], path: str, *, sweep: bool) -> None:
+    """Each run's checkpoint is there (a local directory with config.json) or can be pinned (a Hub id, an
+    ``s3://`` prefix): one ModelSourceError naming every run whose is not (a sweep would fail those cells)."""
+    from .errors import ModelSourceError
+    from .pipeline.plan import model_problem
+
+    pins: dict[tuple, str] = {}
+    problems = [(r.name, why) for r in runs if (why := model_problem(r, pins)[1]) is not None]
+    if not problems:
+        return
+    if not sweep:
+        raise ModelSourceError(f"{path}: {problems[0][1]}")
+    by_reason: dict[str, list[str]] = {}
+    for name, why in problems:
+        by_reason.setdefault(why, []).append(name)
+    raise ModelSourceError(f"{path}: {len(problems)} of {len(runs)} runs have no checkpoint to load (the sweep "
+                           "would fail their cells): " + "; ".join(
+                               f"{why} (run{'s' if len(names) > 1 else ''} {', '.join(names)})"
+                               for why, names in by_reason.items()))
 
 
 def schema(kind: str = "run") -> dict[str, Any]:
@@ -290,8 +312,9 @@ def sweep(spec: Any, *, address: str | None = None, progress: bool = False, stor
           fail_fast: bool = False, events: str | os.PathLike | None = None,
           on_event: Callable[[dict[str, Any]], None] | None = None) -> SweepResult:
     """Run every run of a sweep on Ray (one model load per model cell; finished shards are reused).
-    A cell that fails does not stop the others (``fail_fast``: it does, and its error is raised); the result's
-    ``failed`` lists them with their reasons, and running the sweep again redoes only those and the unfinished.
+    A cell that fails does not stop the others (``fail_fast``: no cell starts after it, and the result's
+    ``skipped`` lists those left); the result's ``failed`` lists them with their reasons (a checkpoint that is
+    not found fails its cell too), and running the sweep again redoes only those and the unfinished.
     ``events``: a JSON Lines file the sweep's events are appended to; ``on_event``: called with each
     (``auditkit_ray.pipeline.sweep`` describes both and the manifest)."""
     from .pipeline.sweep import run_sweep

@@ -24,6 +24,11 @@ class ConfigError(AuditKitError):
     """A run or sweep file (or a Python spec) is invalid."""
 
 
+class ModelSourceError(ConfigError):
+    """The model's checkpoint cannot be found or pinned (no such directory, no weights, a Hub id or an
+    ``s3://`` prefix that cannot be resolved). A run stops with it (exit 2); a sweep fails that cell alone."""
+
+
 class DataError(AuditKitError):
     """A dataset cannot be read or a sample lacks what the run needs."""
 

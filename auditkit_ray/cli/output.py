@@ -222,10 +222,14 @@ class SweepStatus:
             text = "done"
         elif e == "cell_failed":
             text = ("retrying after: " if event.get("retry") else "failed: ") + str(event.get("reason"))
+        elif e == "cell_skipped":
+            text = "skipped: " + str(event.get("reason"))
         elif e == "sweep_done":
             occ = event.get("gpu_occupancy")
             self._final = (f"sweep {event['sweep']}: {event['done']} of {event['cells']} cells done, "
-                           f"{event['failed']} failed" + (f", GPU occupancy {occ:.0%}" if occ is not None else "")
+                           f"{event['failed']} failed"
+                           + (f", {event['skipped']} skipped" if event.get("skipped") else "")
+                           + (f", GPU occupancy {occ:.0%}" if occ is not None else "")
                            + f", {event['wall_s']:.0f}s")
             self._draw(None)
             return

@@ -15,7 +15,8 @@ from .run import add_common
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """``auditkit-ray sweep FILE``: run a sweep (or print its plan with ``--dry-run``). Exits 1 when a cell
-    failed (each is named with its reason); the others are finished and their leaderboard printed."""
+    failed (each is named with its reason) or ``--fail-fast`` skipped some (each is named); the others are
+    finished and their leaderboard printed."""
     if args.dry_run:
         print(api.sweep_plan(args.file, address=args.address, store=args.store).format())
         return EXIT_OK
@@ -28,6 +29,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                          "result": "ok" if result.ok else "failed", "gpu_occupancy": result.gpu_occupancy,
                          "failed": [{"cell": c["name"], "reason": c["reason"], "attempts": c["attempts"],
                                      "runs": c["runs"]} for c in result.failed],
+                         "skipped": [{"cell": c["name"], "reason": c["reason"], "runs": c["runs"]}
+                                     for c in result.skipped],
                          "cells": result.cells, "runs": [json.loads(r.to_json()) for r in result.runs]}, indent=2))
         return code
     print(f"sweep {result.name}: {len(result.runs)} runs, manifest {result.manifest_uri}")
@@ -40,6 +43,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"{len(result.failed)} of {len(result.cells)} cells failed (run the same command again to redo them):")
         for c in result.failed:
             print(f"  FAILED {c['name']}: {c['reason']} (attempts {c['attempts']}; runs {', '.join(c['runs'])})")
+    if result.skipped:
+        first = result.failed[0]["name"] if result.failed else "a failed cell"
+        print(f"{len(result.skipped)} of {len(result.cells)} cells skipped by --fail-fast after {first} failed "
+              "(run without --fail-fast, or again once it is fixed, to run them):")
+        for c in result.skipped:
+            print(f"  SKIPPED {c['name']} (runs {', '.join(c['runs'])})")
     if args.report and result.runs:
         run_dirs = [str(Path(r.samples_path).parent) for r in result.runs if not r.samples_path.startswith("s3://")]
         report = api.build_report(run_dirs, baseline=args.baseline, title=f"sweep {result.name}",

@@ -78,10 +78,12 @@ class FailedCell:
 
     @classmethod
     def of(cls, cell: Any) -> "FailedCell | None":
-        """From a manifest ``cells`` entry (a mapping, or a FailedCell); None unless its state is failed."""
+        """From a manifest ``cells`` entry (a mapping, or a FailedCell); None unless its state is failed (or
+        skipped: ``--fail-fast`` did not start it after a failure; it has no result either)."""
         if isinstance(cell, FailedCell):
             return cell
-        if not isinstance(cell, Mapping) or str(cell.get("state", "")).lower() != "failed":
+        state = str(cell.get("state", "")).lower() if isinstance(cell, Mapping) else ""
+        if state not in ("failed", "skipped"):
             return None
         fp = cell.get("fingerprint") or cell.get("run_fingerprint")
         if fp is None and isinstance(cell.get("fingerprints"), list) and cell["fingerprints"]:
@@ -89,7 +91,7 @@ class FailedCell:
         attempts = cell.get("attempts")
         return cls(name=str(cell.get("name") or cell.get("cell") or fp or "?"),
                    reason=" ".join(str(cell.get("reason") or "no reason recorded").split()),
-                   state="failed", attempts=attempts if isinstance(attempts, int) else None,
+                   state=state, attempts=attempts if isinstance(attempts, int) else None,
                    fingerprint=str(fp) if fp else None,
                    runs=[str(r) for r in cell.get("runs") or [] if isinstance(r, str)])
 

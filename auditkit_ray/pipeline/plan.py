@@ -18,7 +18,7 @@ from ..config.models import RunSpec
 from ..core.gcpause import gc_paused
 from ..core.types import Sample
 from ..data.readers import load_samples, read_records
-from ..errors import ConfigError
+from ..errors import ConfigError, ModelSourceError
 from ..store.base import ResultStore
 from ..store.layout import RunLayout
 from .shard_rows import agent_metadata_fn, shard_row
@@ -156,18 +156,39 @@ def pin_model(spec: RunSpec, pins: dict[tuple, str] | None = None) -> RunSpec:
 
 def preflight(spec: RunSpec) -> None:
     """Checks that are cheap on the driver and expensive to discover in an actor."""
-    from ..sources import source_of
-
     check_data_root(spec)
+    check_checkpoint(spec)
     m = spec.model
-    if m.type == "hf" and source_of(m) == "local":
-        p = Path(m.path)
-        if not p.exists():
-            raise ConfigError(f"model.path {m.path!r}: no such directory")
-        if not (p / "config.json").is_file():
-            raise ConfigError(f"model.path {m.path!r}: not an HF-format checkpoint (no config.json)")
     if m.type == "precomputed" and not Path(m.path).exists():
         raise ConfigError(f"model.path {m.path!r}: no such file or directory of stored generations")
+
+
+def check_checkpoint(spec: RunSpec) -> None:
+    """A local checkpoint directory is there and is an HF-format one; a ModelSourceError naming it otherwise
+    (a sweep fails that cell alone: ``model_problem``)."""
+    from ..sources import CHECKPOINT_BACKENDS, source_of
+
+    m = spec.model
+    if m.type in CHECKPOINT_BACKENDS and source_of(m) == "local":
+        p = Path(m.path).expanduser()
+        if not p.exists():
+            raise ModelSourceError(f"model.path {m.path!r}: no such directory ({p.absolute()})")
+        if not p.is_dir():
+            raise ModelSourceError(f"model.path {m.path!r}: not a directory (a checkpoint is a directory with "
+                                   "config.json and its weights)")
+        if not (p / "config.json").is_file():
+            raise ModelSourceError(f"model.path {m.path!r}: not an HF-format checkpoint (no config.json)")
+
+
+def model_problem(spec: RunSpec, pins: dict[tuple, str] | None = None) -> tuple[RunSpec, str | None]:
+    """The spec with its model pinned (``pin_model``) and None; or, when its checkpoint cannot be found or
+    pinned, the spec as it was and the one-line reason (a sweep's cell that fails before it starts)."""
+    try:
+        pinned_spec = pin_model(spec, pins)
+        check_checkpoint(pinned_spec)
+    except ModelSourceError as exc:
+        return spec, str(exc)
+    return pinned_spec, None
 
 
 def _few_shot_pool(spec: RunSpec, samples: list[Sample], raws: list[dict]) -> list[tuple[str, dict]]:
@@ -261,6 +282,20 @@ def build_plan(spec: RunSpec, store: ResultStore, *, in_tasks: bool = False, add
     return planned(len(samples), payloads, [])
 
 
+def unplanned(spec: RunSpec) -> Plan:
+    """A placeholder plan for a run that could not be planned (its checkpoint is missing: ``model_problem``):
+    no shards, and a fingerprint of its configuration alone (the real one needs the checkpoint's files)."""
+    from ..config.identity import redacted_config
+    from ..core.fingerprint import fingerprint
+    from ..store.base import open_store
+
+    config = redacted_config(spec)
+    fp = fingerprint({"unplanned": config})
+    identity = RunIdentity(run_fp=fp, gen_fp=fp, dataset_fp="", model={}, backend={}, config=config)
+    return Plan(spec=spec, store=open_store(spec.store), n_samples=0, layout=RunLayout(fp, fp, spec.shard_size),
+                n_shards=0, identity=identity)
+
+
 def read_samples(spec: RunSpec) -> tuple[list[Sample], list[dict], list[tuple[str, dict]]]:
     """The run's samples and raw records, the probe pack applied when the run has one, and the few-shot
     pool (drawn from the samples as read, never from probes)."""
@@ -296,7 +331,7 @@ def build_plans(specs: list[RunSpec], *, in_tasks: bool = False, address: str | 
 
     from ..store.base import open_store
 
-    pins: dict[tuple, str] = {}
+    pins = {} if pins is None else pins
     specs = [pin_model(s, pins) for s in specs]
     for s in specs:
         preflight(s)  # before rows_key hashes the dataset: a path outside the data root is not even read

@@ -3,8 +3,11 @@ per (checkpoint, quantization) cell), and schedule cells on the cluster's
 GPUs: cells that fit run at the same time on disjoint GPUs, the rest wait;
 Ray Data releases each cell's actors when its pipeline ends.
 
-Failure policy: a cell that fails does not stop the others (``fail_fast``
-keeps the first failure's stop). A failed attempt whose cause a retry can help
+Failure policy: a cell that fails does not stop the others (``fail_fast``:
+no cell starts after the first failure; those left are ``skipped``, each
+named with why). A cell whose checkpoint cannot be found or pinned (a missing
+directory, an unresolvable Hub id or ``s3://`` prefix: ``ModelSourceError``)
+fails before it starts, as a corrupt one fails when it loads. A failed attempt whose cause a retry can help
 (an actor or node lost, an engine that died: ``errors.InfrastructureError``)
 starts again, up to ``execution.cell_retries`` times; a configuration error, a
 model that cannot load (``ModelLoadError``, ``execution.load_timeout_s``) and a
@@ -23,11 +26,11 @@ from::
 
     name, fingerprint, updated_at, state ("running" | "complete" | "failed"),
     cluster_gpus, gpu_occupancy (busy GPU-seconds / (cluster GPUs x wall), null until the end),
-    runs: [{name, fingerprint, cell, state ("pending" | "running" | "complete" | "failed"), result (URI|null),
-            reason (null unless failed)}],
-    cells: [{name, state ("queued" | "loading" | "running" | "done" | "failed"), reason (one line, null unless
-             failed), attempts, gpus, runs (run names), fingerprints (run fingerprints), shards_done,
-             shards_total, started, ended (epoch seconds|null)}]
+    runs: [{name, fingerprint, cell, state ("pending" | "running" | "complete" | "failed" | "skipped"),
+            result (URI|null), reason (null unless failed or skipped)}],
+    cells: [{name, state ("queued" | "loading" | "running" | "done" | "failed" | "skipped"), reason (one line,
+             null unless failed or skipped), attempts, gpus, runs (run names), fingerprints (run fingerprints),
+             shards_done, shards_total, started, ended (epoch seconds|null)}]
 
 The same cell entries are ``SweepResult.cells`` (plus ``cell``, the label,
 for older readers). Events (``on_event``, ``events`` as JSON lines), each with
@@ -35,8 +38,9 @@ for older readers). Events (``on_event``, ``events`` as JSON lines), each with
 names, cluster_gpus), ``cell_started`` (cell,
 attempt, gpus, shards_total, shards_done), ``shard_done`` (cell, run, shard,
 n, shards_done, shards_total, eta_s), ``cell_done`` / ``cell_failed`` (cell,
-attempts, reason, retry: whether it starts again), ``sweep_done`` (cells, done,
-failed, gpu_occupancy, wall_s). A cell retried emits ``cell_failed`` with
+attempts, reason, retry: whether it starts again), ``cell_skipped`` (cell, reason:
+``fail_fast`` started it not), ``sweep_done`` (cells, done, failed, skipped,
+gpu_occupancy, wall_s). A cell retried emits ``cell_failed`` with
 ``retry: true`` and then a new ``cell_started``.
 """
 
@@ -55,7 +59,7 @@ from ..core.fingerprint import fingerprint
 from ..core.result import RunResult
 from ..errors import AuditKitError, InfrastructureError, RunError
 from .driver import model_key, run_pipeline, stored_or_finish
-from .plan import Plan, build_plans
+from .plan import Plan, build_plans, model_problem, unplanned
 from .runtime import init_ray, warn_on_failure
 
 log = logging.getLogger(__name__)
@@ -108,8 +112,13 @@ class SweepResult:
         return [c for c in self.cells if c["state"] == "failed"]
 
     @property
+    def skipped(self) -> list[dict[str, Any]]:
+        """The cells ``fail_fast`` did not start after a failure (name, reason...)."""
+        return [c for c in self.cells if c["state"] == "skipped"]
+
+    @property
     def ok(self) -> bool:
-        return not self.failed
+        return not self.failed and not self.skipped
 
 
 def gpus_for(spec: RunSpec, cluster_gpus: float) -> float:
@@ -125,11 +134,18 @@ def plan_sweep(sweep: SweepSpec, source: str = "<sweep>", lines: Any = None, *, 
     from ..config.sweep import expand
 
     runs = expand(sweep, source=source, lines=lines)
-    plans = build_plans(runs, in_tasks=in_tasks, address=address)
-    sweep_fp = fingerprint({"sweep": sweep.name, "runs": [p.layout.run_fp for p in plans]})
+    pins: dict[tuple, str] = {}
+    checked = [model_problem(r, pins) for r in runs]  # a checkpoint not found fails its cell, not the sweep
+    good = iter(build_plans([s for s, why in checked if why is None], in_tasks=in_tasks, address=address, pins=pins))
+    plans = [(next(good), None) if why is None else (unplanned(s), why) for s, why in checked]
+    sweep_fp = fingerprint({"sweep": sweep.name, "runs": [p.layout.run_fp for p, _ in plans]})
     cells: dict[str, Cell] = {}
-    for p in plans:
-        cells.setdefault(model_key(p.spec), Cell(key=model_key(p.spec), plans=[])).plans.append(p)
+    for p, why in plans:
+        key = model_key(p.spec) + ("\0unplanned" if why else "")
+        cell = cells.setdefault(key, Cell(key=key, plans=[]))
+        cell.plans.append(p)
+        if why is not None:
+            cell.state, cell.error = "failed", why
     out = list(cells.values())
     labels = [c.label for c in out]
     for i, c in enumerate(out):
@@ -151,6 +167,9 @@ def describe(name: str, sweep_fp: str, cells: list[Cell], cluster_gpus: float | 
     for c in cells:
         g = gpus_for(c.plans[0].spec, cluster_gpus if cluster_gpus is not None else 1.0)
         lines.append(f"  cell {c.label}  GPUs {g:g}")
+        if c.state == "failed":  # its checkpoint was not found: it will fail without starting
+            lines += [f"    {p.spec.name:<50} FAILS: {c.error}" for p in c.plans]
+            continue
         for p in c.plans:
             state = "done" if not p.pending else ("resume" if p.done else "todo")
             lines.append(f"    {p.spec.name:<50} {p.layout.run_fp[:12]}  shards {len(p.done)}/{p.n_shards} {state}")
@@ -249,6 +268,8 @@ def status_line(event: dict[str, Any]) -> str:
         return f"[{cell}] done"
     if e == "cell_failed":
         return f"[{cell}] failed: {event['reason']}" + (" (retrying)" if event.get("retry") else "")
+    if e == "cell_skipped":
+        return f"[{cell}] skipped: {event['reason']}"
     if e == "sweep_started":
         return f"sweep {event['sweep']}: {len(event['cells'])} cells queued on {event['cluster_gpus']:g} GPUs"
     if e == "sweep_done":
@@ -339,7 +360,8 @@ def run_sweep(sweep: SweepSpec, *, address: str | None = None, progress: bool = 
         sw.state = "failed" if failed or any(c.state != "done" for c in cells) else "complete"
         sw.write_manifest()
         sw.emit("sweep_done", cells=len(cells), done=sum(c.state == "done" for c in cells), failed=len(failed),
-                gpu_occupancy=sw.occupancy, wall_s=round(time.time() - sw.t0, 3))
+                skipped=sum(c.state == "skipped" for c in cells), gpu_occupancy=sw.occupancy,
+                wall_s=round(time.time() - sw.t0, 3))
         sw.close()
         if parent and t.mlflow_uri:
             from ..integrations.mlflow import end_run
@@ -406,12 +428,43 @@ def _run_cell(sw: _Sweep, cell: Cell, address: str | None, parent: str | None) -
             sw.run_states[p.layout.run_fp] = "complete"
 
 
+def _failed_unplanned(sw: _Sweep, cell: Cell, parent: str | None) -> None:
+    """A cell whose checkpoint was not found when the sweep was planned: failed before it starts."""
+    cell.started = cell.ended = time.time()
+    with sw.lock:
+        for p in cell.plans:
+            sw.run_states[p.layout.run_fp] = "failed"
+            sw.run_reasons[p.layout.run_fp] = str(cell.error)
+        sw.write_manifest()
+    sw.emit("cell_failed", cell=cell.name, attempts=cell.attempts, reason=cell.error, retry=False)
+    for p in cell.plans:
+        _record_failure(p, str(cell.error), parent)
+
+
+def _skip(sw: _Sweep, cells: list[Cell], first: Cell) -> None:
+    """``fail_fast``: the cells not started after ``first`` failed."""
+    reason = f"not started: --fail-fast stopped the sweep after cell {first.name} failed"
+    with sw.lock:
+        for cell in cells:
+            cell.state, cell.error = "skipped", reason
+            for p in cell.plans:
+                sw.run_states[p.layout.run_fp] = "skipped"
+                sw.run_reasons[p.layout.run_fp] = reason
+        sw.write_manifest()
+    for cell in cells:
+        sw.emit("cell_skipped", cell=cell.name, reason=reason)
+
+
 def _schedule(sw: _Sweep, address: str | None, parent: str | None, fail_fast: bool) -> None:
     cells, total = sw.cells, sw.cluster_gpus
     pack = cells[0].plans[0].spec.execution.cell_order == "pack"
-    queue = sorted(cells, key=lambda c: -c.gpus) if pack else list(cells)
+    failed_first = [c for c in cells if c.state == "failed"]  # its checkpoint was not found (plan_sweep)
+    for cell in failed_first:
+        _failed_unplanned(sw, cell, parent)
+    todo = [c for c in cells if c.state != "failed"]
+    queue = sorted(todo, key=lambda c: -c.gpus) if pack else todo
     running: dict[Future, Cell] = {}
-    failures: list[BaseException] = []
+    failures: list[Cell] = list(failed_first)
     with ThreadPoolExecutor(max_workers=max(1, len(cells))) as pool:
         while queue or running:
             if not (fail_fast and failures):
@@ -452,9 +505,6 @@ def _schedule(sw: _Sweep, address: str | None, parent: str | None, fail_fast: bo
                 for p in cell.plans:
                     if p.layout.run_fp not in sw.results:
                         _record_failure(p, reason, parent)
-                failures.append(exc)
-    if fail_fast and failures:
-        err = failures[0]
-        if isinstance(err, AuditKitError):
-            raise err
-        raise RunError(f"sweep {sw.sweep.name!r}: {err}")
+                failures.append(cell)
+    if fail_fast and failures and queue:
+        _skip(sw, [c for c in cells if c in queue], failures[0])

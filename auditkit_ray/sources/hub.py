@@ -20,7 +20,7 @@ import os
 import re
 from pathlib import Path
 
-from ..errors import ConfigError, RunError
+from ..errors import ModelSourceError, RunError
 
 _ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _SHA = re.compile(r"^[0-9a-f]{40}$")
@@ -67,15 +67,17 @@ def resolve(repo_id: str, revision: str | None, field: str = "model.path") -> st
     and what to do when it cannot be found."""
     rev = revision or "main"
     where = f"{field} {repo_id!r} (revision {rev!r})"
+    # an id-shaped path that is not on disk: it may have been meant as either, so the message says both readings
+    local = f"not a local directory (no {Path(repo_id).expanduser().absolute()})"
     if offline():
         sha = _cached_commit(repo_id, rev)
         if sha is None:
             if repo_dir(repo_id).is_dir():
-                raise ConfigError(f"{where}: revision not in the Hugging Face cache {cache_dir()} "
+                raise ModelSourceError(f"{where}: revision not in the Hugging Face cache {cache_dir()} "
                                   "(HF_HUB_OFFLINE=1): name a cached branch, tag or commit, or download it")
-            raise ConfigError(f"{where}: not a local directory, and not in the Hugging Face cache {cache_dir()} "
-                              "with HF_HUB_OFFLINE=1: check the path or the id, or pre-fill the cache "
-                              "(`hf download` on a connected machine, then copy HF_HOME)")
+            raise ModelSourceError(f"{where}: {local}, and not a Hub id in the Hugging Face cache {cache_dir()} "
+                                   "(HF_HUB_OFFLINE=1): check the path or the id, or pre-fill the cache "
+                                   "(`hf download` on a connected machine, then copy HF_HOME)")
         return sha
     from huggingface_hub import HfApi
     from huggingface_hub import errors as hf_errors
@@ -83,18 +85,20 @@ def resolve(repo_id: str, revision: str | None, field: str = "model.path") -> st
     try:
         return str(HfApi().model_info(repo_id, revision=rev, timeout=20).sha)
     except hf_errors.GatedRepoError:
-        raise ConfigError(f"{where}: a gated model: accept its terms on the Hub and set HF_TOKEN") from None
+        raise ModelSourceError(f"{where}: a gated model: accept its terms on the Hub and set HF_TOKEN") from None
     except hf_errors.RevisionNotFoundError:
-        raise ConfigError(f"{where}: no such revision on the Hub: name an existing branch, tag or commit") from None
+        raise ModelSourceError(f"{where}: no such revision on the Hub: name an existing branch, tag or commit"
+                               ) from None
     except hf_errors.RepositoryNotFoundError:
-        raise ConfigError(f"{where}: no such model on the Hub (or a private one: set HF_TOKEN)") from None
+        raise ModelSourceError(f"{where}: {local}, and no such model on the Hub (or a private one: set HF_TOKEN)"
+                               ) from None
     except Exception as exc:  # noqa: BLE001 - no network (or the Hub down): the cache may still hold it
         sha = _cached_commit(repo_id, rev)
         if sha is not None:
             return sha
-        raise ConfigError(f"{where}: the Hub is unreachable ({type(exc).__name__}) and the model is not in the "
-                          f"Hugging Face cache {cache_dir()}: pre-fill the cache, or set HF_HUB_OFFLINE=1 "
-                          "to use a cached copy") from None
+        raise ModelSourceError(f"{where}: {local}, and as a Hub id: the Hub is unreachable ({type(exc).__name__}) "
+                               f"and the model is not in the Hugging Face cache {cache_dir()}: check the path, "
+                               "pre-fill the cache, or set HF_HUB_OFFLINE=1 to use a cached copy") from None
 
 
 def snapshot(repo_id: str, sha: str) -> Path:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, RunError
+from ..errors import ConfigError, ModelSourceError, RunError
 
 MODEL_CACHE_ENV = "AUDITKIT_RAY_MODEL_CACHE"
 RECORD = "downloads.jsonl"
@@ -131,11 +131,11 @@ def _client(endpoint_url: str | None, region: str | None) -> Any:
 
 def resolve(uri: str, endpoint_url: str | None = None, region: str | None = None, field: str = "model.path") -> str:
     """The checkpoint's content id, checked to be an HF-format checkpoint (a ``config.json``)."""
-    objs = listing(_client(endpoint_url, region), uri, field)
+    objs = listing(_client(endpoint_url, region), uri, field, error=ModelSourceError)
     if not objs:
-        raise ConfigError(f"{field} {uri!r}: no objects under this prefix: check the bucket and the prefix")
+        raise ModelSourceError(f"{field} {uri!r}: no objects under this prefix: check the bucket and the prefix")
     if not any(o.rel == "config.json" for o in objs):
-        raise ConfigError(f"{field} {uri!r}: not an HF-format checkpoint (no config.json directly under the "
+        raise ModelSourceError(f"{field} {uri!r}: not an HF-format checkpoint (no config.json directly under the "
                           "prefix): point at the checkpoint's own prefix")
     return content_id(objs)
 
