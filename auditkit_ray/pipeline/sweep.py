@@ -57,7 +57,7 @@ from typing import Any, Callable
 from ..config.models import RunSpec, SweepSpec
 from ..core.fingerprint import fingerprint
 from ..core.result import RunResult
-from ..errors import AuditKitError, InfrastructureError, RunError
+from ..errors import AuditKitError, InfrastructureError, Interrupted, RunError
 from .driver import model_key, run_pipeline, stored_or_finish
 from .plan import Plan, build_plans, model_problem, unplanned
 from .runtime import init_ray, warn_on_failure
@@ -81,6 +81,8 @@ class Cell:
     shards_done: int = 0
     shards_total: int = 0
     bypassed: int = 0
+    #: the running attempt's pipeline (``ray_compat.PipelineHandle``), to stop it
+    handle: Any = None
 
     @property
     def label(self) -> str:
@@ -357,7 +359,8 @@ def run_sweep(sweep: SweepSpec, *, address: str | None = None, progress: bool = 
     finally:
         sw.occupancy = occupancy(cells, total_gpus)
         failed = [c for c in cells if c.state == "failed"]
-        sw.state = "failed" if failed or any(c.state != "done" for c in cells) else "complete"
+        sw.state = ("interrupted" if any(c.state == "interrupted" for c in cells) else
+                    "failed" if failed or any(c.state != "done" for c in cells) else "complete")
         sw.write_manifest()
         sw.emit("sweep_done", cells=len(cells), done=sum(c.state == "done" for c in cells), failed=len(failed),
                 skipped=sum(c.state == "skipped" for c in cells), gpu_occupancy=sw.occupancy,
@@ -395,6 +398,7 @@ def _run_cell(sw: _Sweep, cell: Cell, address: str | None, parent: str | None) -
 
     def started(handle: Any) -> None:
         nonlocal timer
+        cell.handle = handle
         budget = spec.execution.max_cell_s
         if budget:
             left = max(0.0, budget - (time.perf_counter() - t0))
@@ -455,6 +459,38 @@ def _skip(sw: _Sweep, cells: list[Cell], first: Cell) -> None:
         sw.emit("cell_skipped", cell=cell.name, reason=reason)
 
 
+#: seconds an interrupted sweep waits for its running cells' pipelines to stop (they stop at once once aborted)
+STOP_WAIT_S = 10.0
+
+
+def _stored(plan: Plan) -> int:
+    try:
+        return sum(1 for n in plan.store.list(plan.layout.shards_dir) if n.endswith(".parquet"))
+    except Exception:  # noqa: BLE001 - an unreachable store: what the plan saw
+        return len(plan.done)
+
+
+def _interrupted(sw: _Sweep, running: dict[Future, Cell]) -> Interrupted:
+    """Ctrl-C (or SIGTERM) during a sweep: stop the running cells' pipelines now (their finished shards are
+    stored), rather than wait for them to end, and say what is stored and how to resume."""
+    stop = Interrupted(f"sweep {sw.sweep.name!r} interrupted")
+    for cell in running.values():
+        if cell.handle is not None:
+            cell.handle.abort(stop)
+    wait(list(running), timeout=STOP_WAIT_S)
+    with sw.lock:
+        for cell in running.values():
+            cell.state, cell.ended = "interrupted", time.time()
+            for p in cell.plans:
+                if p.layout.run_fp not in sw.results:
+                    sw.run_states[p.layout.run_fp] = "interrupted"
+    plans = [p for c in sw.cells for p in c.plans]
+    stored, total = sum(_stored(p) for p in plans), sum(p.n_shards for p in plans)
+    done = sum(c.state == "done" for c in sw.cells)
+    return Interrupted(f"sweep {sw.sweep.name}: {stored} of {total} shards are stored ({done} of {len(sw.cells)} "
+                       "cells done); run the same command again to resume from them")
+
+
 def _schedule(sw: _Sweep, address: str | None, parent: str | None, fail_fast: bool) -> None:
     cells, total = sw.cells, sw.cluster_gpus
     pack = cells[0].plans[0].spec.execution.cell_order == "pack"
@@ -465,7 +501,8 @@ def _schedule(sw: _Sweep, address: str | None, parent: str | None, fail_fast: bo
     queue = sorted(todo, key=lambda c: -c.gpus) if pack else todo
     running: dict[Future, Cell] = {}
     failures: list[Cell] = list(failed_first)
-    with ThreadPoolExecutor(max_workers=max(1, len(cells))) as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, len(cells)))
+    try:
         while queue or running:
             if not (fail_fast and failures):
                 used = sum(c.gpus for c in running.values())
@@ -506,5 +543,9 @@ def _schedule(sw: _Sweep, address: str | None, parent: str | None, fail_fast: bo
                     if p.layout.run_fp not in sw.results:
                         _record_failure(p, reason, parent)
                 failures.append(cell)
+    except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM through the CLI's handler
+        raise _interrupted(sw, running) from exc
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
     if fail_fast and failures and queue:
         _skip(sw, [c for c in cells if c in queue], failures[0])
