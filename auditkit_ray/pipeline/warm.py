@@ -48,7 +48,8 @@ START_TIMEOUT_S = 90.0
 _VOLATILE = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "COLUMNS", "LINES", "TERM", "TERM_PROGRAM",
                        "TERM_PROGRAM_VERSION", "TERM_SESSION_ID", "WINDOWID", "PS1", "PROMPT_COMMAND",
                        "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY", "TMUX", "TMUX_PANE", "STY", "HISTFILE",
-                       "AUDITKIT_RAY_WARM", "AUDITKIT_RAY_IDLE_TIMEOUT", "PYTEST_CURRENT_TEST"})
+                       "AUDITKIT_RAY_WARM", "AUDITKIT_RAY_IDLE_TIMEOUT", "PYTEST_CURRENT_TEST",
+                       "RAY_AUTH_MODE"})
 
 
 def wanted() -> bool | None:

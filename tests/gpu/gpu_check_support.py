@@ -78,7 +78,7 @@ def _children_of(pid: int) -> set[int]:
 
 
 def generation_actor_pids() -> list[int]:
-    """This driver's cluster's live generation actors (Ray titles them ``ray::MapWorker(MapBatches(GenerateStage))``).
+    """This driver's cluster's live generation actors (Ray titles them ``ray::GenerateStage``).
     Only this process's descendants: other Ray clusters on the machine are not ours to count."""
     pids = []
     for pid in _children_of(os.getpid()):
