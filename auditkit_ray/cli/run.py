@@ -47,8 +47,10 @@ def cmd_rescore(args: argparse.Namespace) -> int:
 
 def add_common(q: argparse.ArgumentParser, *, store: bool = True) -> None:
     """``--address``, ``--store`` and ``--quiet``, with one help text everywhere."""
-    q.add_argument("--address", default=None, help="Ray cluster address (default: RAY_ADDRESS, else a local Ray "
-                                                   "started for this command and stopped after it)")
+    q.add_argument("--address", default=None, help="Ray cluster address (default: RAY_ADDRESS, else this machine's "
+                                                   "warm local Ray, started by the first command and stopped after "
+                                                   "10 idle minutes or by `auditkit-ray down`; AUDITKIT_RAY_WARM=0: "
+                                                   "a private one per command)")
     if store:
         q.add_argument("--store", default=None, help="result store root, a folder or s3://bucket/prefix "
                                                      "(overrides the file's store.path)")
