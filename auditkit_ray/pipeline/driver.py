@@ -151,10 +151,14 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool, *, acto
     (``start_generation``); the pipeline uses them (or stops those it does not need) and stops them at its end."""
     owned: list[GenerationPool] = [pool] if pool is not None else []  # stopped at the end, however it ends
     try:
-        return _run_pipeline(plans, address, progress, actor_restarts, on_shard, on_start, started, owned)
-    finally:
-        for p in owned:
-            p.close()
+        stats = _run_pipeline(plans, address, progress, actor_restarts, on_shard, on_start, started, owned)
+    except BaseException:
+        for p in owned:  # a hung or dead actor would not answer a polite close: kill them now
+            p.kill()
+        raise
+    for p in owned:
+        p.close()
+    return stats
 
 
 def _run_pipeline(plans: list[Plan], address: str | None, progress: bool, actor_restarts: int | None,
@@ -164,6 +168,8 @@ def _run_pipeline(plans: list[Plan], address: str | None, progress: bool, actor_
              for p in plans}
     pending = [(p, i) for p in plans for i in p.pending]
     if not pending:
+        for p in owned:
+            p.trim(0)  # started before the plan found every shard stored: stopped unused
         return stats
     if len({model_key(p.spec) for p in plans}) != 1:
         raise ValueError("run_pipeline: plans must share one model")

@@ -102,7 +102,7 @@ class GenerationPool:
             with contextlib.suppress(Exception):
                 refs.append(a.close.remote())
         with contextlib.suppress(Exception):
-            self.ray.wait(refs, num_returns=len(refs), timeout=30)
+            self.ray.wait(refs, num_returns=len(refs), timeout=10)
         self.kill()
 
     def kill(self) -> None:
