@@ -26,25 +26,27 @@ _HASH_CACHE: dict[tuple, str] = {}
 
 
 def hash_path(path: str | os.PathLike, patterns: tuple[str, ...] = ("*",)) -> str:
-    """SHA-256 over a file, or over a directory's files (relative names and
-    contents, sorted). Cached per (path, size, mtime) within the process."""
+    """SHA-256 of a file's bytes (its name is not part of it: the same bytes under two names are one
+    content, as ``sha256sum`` sees them), or over a directory's files (relative names and contents,
+    sorted). Cached per (path, size, mtime) within the process."""
     p = Path(path)
     if p.is_file():
         files = [p]
-        root = p.parent
+        root = None
     elif p.is_dir():
         files = sorted(f for pat in patterns for f in p.rglob(pat) if f.is_file() and not f.name.startswith("."))
         files = sorted(set(files))
         root = p
     else:
         return "missing:" + str(path)
-    key = tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files)
+    key = (root is None, *((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files))
     if key in _HASH_CACHE:
         return _HASH_CACHE[key]
     h = hashlib.sha256()
     for f in files:
-        h.update(str(f.relative_to(root)).encode())
-        h.update(b"\0")
+        if root is not None:
+            h.update(str(f.relative_to(root)).encode())
+            h.update(b"\0")
         with open(f, "rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 h.update(chunk)

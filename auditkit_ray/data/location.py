@@ -8,8 +8,9 @@ the run file (``dataset.endpoint_url``, ``dataset.region``) or the AWS
 environment, the credentials only from the environment.
 
 An S3 location's ``content_hash`` is computed by ``config.identity.hash_path``'s
-rule (each file's name relative to the dataset, then its bytes), so the same
-files locally and on S3 have the same dataset fingerprint.
+rule (an object: its bytes alone; a prefix: each object's name relative to it,
+then its bytes), so the same files locally and on S3 have the same dataset
+fingerprint, whatever the file and the object are called.
 """
 
 from __future__ import annotations
@@ -208,7 +209,7 @@ class S3Location(Location):
             items = [(i.path[len(root):], i.path) for i in infos]
         else:
             infos = [self._stat()]
-            items = [(PurePosixPath(self.key).name, self.key)]
+            items = [(None, self.key)]  # one object: its bytes alone, as hash_path does for one file
         key = (self.endpoint_url, *((i.path, i.size, i.mtime_ns) for i in infos))
         if key not in _HASHES:
             try:
@@ -221,11 +222,12 @@ class S3Location(Location):
 _HASHES: dict[tuple, str] = {}
 
 
-def _digest(fs: Any, items: Iterable[tuple[str, str]]) -> str:
+def _digest(fs: Any, items: Iterable[tuple[str | None, str]]) -> str:
     h = hashlib.sha256()
     for rel, key in items:
-        h.update(rel.encode())
-        h.update(b"\0")
+        if rel is not None:
+            h.update(rel.encode())
+            h.update(b"\0")
         with fs.open_input_stream(key) as f:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 h.update(chunk)

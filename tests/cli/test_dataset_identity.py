@@ -1,0 +1,64 @@
+"""One dataset wherever its bytes sit (issue 45, docs/models-and-data.md): a local ``wp20.jsonl`` and the same
+bytes as ``s3://.../data.jsonl`` on a real S3 server (moto) are one dataset: one run fingerprint, and their
+runs compare. The real console script, in a subprocess."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from console import console
+
+boto3 = pytest.importorskip("boto3", reason="S3 tests need the 's3' extra (make test installs it)")
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    from auditkit_ray.testing.s3 import start_moto_server
+
+    log = open(tmp_path_factory.mktemp("moto") / "moto.log", "w")
+    proc, url, _ = start_moto_server(log)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+    log.close()
+
+
+def test_the_same_bytes_under_two_names_local_and_on_s3_are_one_dataset(tmp_path, s3):
+    data = b"".join(json.dumps({"id": f"q{i}", "q": f"What is {i} plus 1?", "a": str(i + 1)}).encode() + b"\n"
+                    for i in range(6))
+    (tmp_path / "wp20.jsonl").write_bytes(data)
+    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+           "AWS_ENDPOINT_URL": s3}
+    client = boto3.client("s3", endpoint_url=s3, region_name="us-east-1", aws_access_key_id="testing",
+                          aws_secret_access_key="testing")
+    client.create_bucket(Bucket="evals")
+    client.put_object(Bucket="evals", Key="word-problems/data.jsonl", Body=data)
+
+    def run_file(name, path):
+        doc = {"name": "wp", "dataset": {"path": path, "input_field": "q", "target_field": "a"},
+               "model": {"type": "simulated", "fixed_cost_s": 0.0, "per_token_s": 0.0, "constant": "3"},
+               "metrics": ["exact_match"], "execution": {"shard_size": 3},
+               "store": {"path": str(tmp_path / f"store-{name}")}, "tracking": {"index": False}}
+        (tmp_path / f"{name}.json").write_text(json.dumps(doc))
+        return f"{name}.json"
+
+    local, remote = run_file("local", "wp20.jsonl"), run_file("remote", "s3://evals/word-problems/data.jsonl")
+    fps = []
+    for f in (local, remote):
+        v = console("validate", f, cwd=tmp_path, env=env)
+        assert v.returncode == 0, v.stderr
+        fps.append(v.stdout.split("fingerprint ")[1].split()[0])
+    assert fps[0] == fps[1], fps  # one run: the file's name and place are not its identity
+
+    results = []
+    for f in (local, remote):
+        r = console("run", f, "--json", "--quiet", cwd=tmp_path, env=env, timeout=300)
+        assert r.returncode == 0, r.stderr
+        results.append(json.loads(r.stdout))
+    assert results[0]["dataset_fingerprint"] == results[1]["dataset_fingerprint"]
+    dirs = [str(next((tmp_path / f"store-{n}").glob("runs/*/result.json"))) for n in ("local", "remote")]
+    c = console("compare", *dirs, "--json", "--resamples", "50", cwd=tmp_path, env=env)
+    assert c.returncode == 0, c.stdout + c.stderr
+    doc = json.loads(c.stdout)
+    assert doc["dataset_comparable"] and doc["metrics"]["exact_match"]["comparable"], doc["dataset_reasons"]
