@@ -182,7 +182,8 @@ class Leaderboard:
 
     @property
     def ok(self) -> bool:
-        return not self.failures
+        """No gate failed and no sweep cell failed (a cell with no result is never an ok result)."""
+        return not self.failures and not self.failed_cells
 
     def raise_for_failures(self) -> None:
         fails = self.failures

@@ -147,9 +147,22 @@ def fit(lines: list[str], width: int) -> list[str]:
     return out
 
 
+def verdict(lb: Any) -> str:
+    """The result in words: ``ok``, or ``failed: `` and what failed (gates; sweep cells with no result, a
+    failed cell is never ok beside the others' ranks)."""
+    cells = getattr(lb, "failed_cells", None) or []
+    n_failed = sum(1 for c in cells if c.state != "skipped")
+    parts = [f"{len(lb.failures)} gate(s) failed"] if lb.failures else []
+    parts += [f"{n_failed} sweep cell(s) failed"] if n_failed else []
+    parts += [f"{len(cells) - n_failed} skipped"] if len(cells) > n_failed else []
+    return "failed: " + ", ".join(parts) if parts else "ok"
+
+
 def gate_summary(lb: Any) -> str:
     """What decided the result: the gates set and how they went (grades alone decide nothing)."""
     if not lb.gates:
+        if getattr(lb, "failed_cells", None):
+            return "no gate set: grades are advisory; the failed cells decide the result"
         return "no gate set: the result is ok by default and any grades are advisory"
     failed = len(lb.failures)
     return (f"{len(lb.gates)} gate(s) set, {len(lb.gates) - failed} passed, {failed} failed; grades without a gate "
@@ -281,9 +294,7 @@ def format_leaderboard(lb: Any, *, pairwise: bool = False, width: int = 120) -> 
         for g in lb.gates:
             lines.append(f"  {'ok  ' if g.passed else 'FAIL'}  {g.reason}")
     lines.append("")
-    verdict = "ok" if lb.ok else f"{len(lb.failures)} gate(s) failed"
-    cells_txt = f"; {len(lb.failed_cells)} cell(s) failed" if lb.failed_cells else ""
-    lines.append(f"result: {verdict} ({gate_summary(lb)}){cells_txt}")
+    lines.append(f"result: {verdict(lb)} ({gate_summary(lb)})")
     return "\n".join(x for i, line in enumerate(lines) for x in ([line] if i in raw else fit([line], width)))
 
 

@@ -265,16 +265,15 @@ def _header(report: Any) -> list[str]:
     lb = report.board
     bits.append(f"{lb.confidence:.0%} intervals (binary: {e(lb.binary_ci)})")
     bits.append(f"pairwise paired tests Holm-adjusted at α = {lb.alpha:g}")
-    if fails:
-        status = ("fail", f"Result: {len(fails)} gate(s) failed")
+    from ..compare.report import verdict
+
+    if fails or report.failed_cells:  # a failed cell is never shown beside a green "ok"
+        status = ("fail", f"Result: {verdict(lb)}")
     elif lb.gates:
         status = ("ok", f"Result: ok, {len(lb.gates)} gate(s) passed")
     else:
         status = ("ok", "Result: ok (no gate set)")
-    pills = [f'<span class="status {status[0]}">{status[1]}</span>']
-    if report.failed_cells:
-        pills.append(f'<span class="status fail" id="failed-cells-status">{len(report.failed_cells)} cell(s) '
-                     "failed</span>")
+    pills = [f'<span class="status {status[0]}" id="result-status">{e(status[1])}</span>']
     out = ["<header>", f"<h1>auditkit-ray report: {e(report.title)}</h1>", f'<p class="meta">{" · ".join(bits)}</p>',
            f'<p class="meta">generated {e(report.generated_at)} by auditkit-ray {e(__version__)}</p>',
            " ".join(pills)]

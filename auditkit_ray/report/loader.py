@@ -245,7 +245,8 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return not self.failures
+        """No gate failed and no sweep cell failed."""
+        return self.board.ok
 
     def run(self, label: str) -> LoadedRun:
         for r in self.runs:

@@ -13,7 +13,7 @@ import re
 from typing import Any, Sequence
 
 from ..compare import text as tx
-from ..compare.report import gate_summary
+from ..compare.report import gate_summary, verdict
 
 _SPECIAL = re.compile(r"([\\`*_\[\]<>|#!~&{}])")
 
@@ -231,9 +231,8 @@ def format_markdown(report: Any, *, max_samples: int = 10) -> str:
                        [[esc(c.name), esc(c.reason), str(c.attempts or "-"), f"`{(c.fingerprint or '-')[:16]}`"]
                         for c in report.failed_cells])
         lines.append("")
-    fails = report.failures
     lines.append(
-        f"**Result: {'ok' if not fails else f'{len(fails)} gate(s) failed'}** ({esc(gate_summary(report.board))}) · "
+        f"**Result: {esc(verdict(report.board))}** ({esc(gate_summary(report.board))}) · "
         f"generated {esc(report.generated_at)} by auditkit-ray")
     return "\n".join(lines) + "\n"
 

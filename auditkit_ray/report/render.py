@@ -86,9 +86,8 @@ def render(report: Any, fmt: str, *, junit_per: str = "metric", metric: str | No
             for c in report.failed_cells:
                 tries = f" after {c.attempts} attempt(s)" if c.attempts else ""
                 lines.append(f"  FAILED {c.name}{tries}: {c.reason}")
-        from ..compare.report import gate_summary
+        from ..compare.report import gate_summary, verdict
 
-        lines.append(f"result: {'ok' if report.ok else f'{len(report.failures)} gate(s) failed'} "
-                     f"({gate_summary(report.board)})")
+        lines.append(f"result: {verdict(report.board)} ({gate_summary(report.board)})")
         return "\n".join(lines) + "\n"
     raise ConfigError(f"unknown report format {fmt!r}: use one of {', '.join(FORMATS)}")

@@ -95,8 +95,9 @@ def test_forty_run_leaderboard_fits_a_120_column_terminal(report40):
     # the failed cells with their reasons, and what decided the result
     assert "failed cells: 2" in text and "HeaderTooLarge" in text and "load_timeout_s" in text
     assert "hung-13b" in text and "after 2 attempt(s)" in text
-    assert text.splitlines()[-1].startswith("result: ok (no gate set: the result is ok by default and any grades "
-                                            "are advisory); 2 cell(s) failed")
+    # a failed cell is never an ok result beside the others' ranks (issue 45)
+    assert text.splitlines()[-1] == ("result: failed: 2 sweep cell(s) failed (no gate set: grades are advisory; "
+                                     "the failed cells decide the result)")
     full = report40.board.format(pairwise=True)
     assert "pairwise (paired tests, Holm-adjusted p; † significant):" in full
     assert re.search(r"^\s+Holm p\s+1\s+2\s+3", full, re.M)
@@ -119,14 +120,15 @@ def test_forty_run_failed_cells_are_junit_errors_and_in_json(report40):
     assert doc["failed_cells"][0]["fingerprint"] == "f" * 64
     # the full pairwise matrix is always in the JSON: 40 x 39 / 2 pairs per metric
     assert len(doc["leaderboard"]["metrics"]["exact_match"]["pairwise"]) == 40 * 39 // 2
-    assert "no gate set" in doc["decision"]
+    assert "no gate set" in doc["decision"] and doc["ok"] is False
     # the HTML lists them with their reasons; the banner says what decided the result
     html = render(report40, "html")
     section = html[html.index('<section id="failed">'):]
     section = section[:section.index("</section>")]
     assert all(f["name"] in section and f["reason"] in section for f in FAILED[:2]) and "llama-7b" not in section
-    assert "2 cell(s) failed" in html and "Result: ok (no gate set)" in html
-    assert "Gates: no gate set: the result is ok by default and any grades are advisory." in html
+    assert '<span class="status fail" id="result-status">Result: failed: 2 sweep cell(s) failed</span>' in html
+    assert "Result: ok" not in html and "2 sweep cell(s) failed</a>" in html
+    assert "Gates: no gate set: grades are advisory; the failed cells decide the result." in html
     assert "each only when the paired test is significant at alpha 0.05" in html
     text = render(report40, "text")
     assert "failed cells: 2" in text and "HeaderTooLarge" in text
