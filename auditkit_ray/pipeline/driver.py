@@ -21,7 +21,7 @@ from ..store.layout import RunLayout
 from . import genpool
 from .genpool import GenerationPool
 from .merge import merge
-from .plan import Plan, build_plans
+from .plan import Plan, build_plans, mark_interrupted
 from .runtime import init_ray, kill_actors_on_failure, quiet_ray_data, unwrap_error, warn_on_failure
 
 log = logging.getLogger(__name__)
@@ -263,6 +263,7 @@ def _run_pipeline(plans: list[Plan], address: str | None, progress: bool, actor_
                 if out.model_size_bytes:
                     st["model_size"] = out.model_size_bytes
     except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM through the CLI's handler
+        mark_interrupted(plans)
         raise Interrupted(f"{name}: {_stored_shards(plans, bar.done)} of {bar.total} shards are stored; run the "
                           "same command again to resume from them") from exc
     except Exception as exc:  # noqa: BLE001 - re-raised as a clear error

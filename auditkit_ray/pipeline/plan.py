@@ -296,6 +296,23 @@ def unplanned(spec: RunSpec) -> Plan:
                 n_shards=0, identity=identity)
 
 
+def mark_interrupted(plans: list[Plan]) -> None:
+    """Record in each run's ``manifest.json`` that it stopped on a signal (a reader such as the viewer then
+    shows it interrupted, not running); best effort: a store that cannot be written is left as it is. The run's
+    ``finish`` rewrites the manifest when it is resumed and completes."""
+    import json
+    import time
+
+    for p in plans:
+        try:
+            p.store.replace(p.layout.manifest, json.dumps({
+                "name": p.spec.name, "fingerprint": p.layout.run_fp, "generation_fingerprint": p.layout.gen_fp,
+                "n_shards": p.n_shards, "shard_size": p.layout.shard_size, "n_samples": p.n_samples,
+                "state": "interrupted", "interrupted_at": time.time()}, indent=2).encode())
+        except Exception:  # noqa: BLE001 - the interrupt's own message matters more
+            continue
+
+
 def read_samples(spec: RunSpec) -> tuple[list[Sample], list[dict], list[tuple[str, dict]]]:
     """The run's samples and raw records, the probe pack applied when the run has one, and the few-shot
     pool (drawn from the samples as read, never from probes)."""

@@ -59,7 +59,7 @@ from ..core.fingerprint import fingerprint
 from ..core.result import RunResult
 from ..errors import AuditKitError, InfrastructureError, Interrupted, RunError
 from .driver import model_key, run_pipeline, stored_or_finish
-from .plan import Plan, build_plans, model_problem, unplanned
+from .plan import Plan, build_plans, mark_interrupted, model_problem, unplanned
 from .runtime import init_ray, warn_on_failure
 
 log = logging.getLogger(__name__)
@@ -478,6 +478,7 @@ def _interrupted(sw: _Sweep, running: dict[Future, Cell]) -> Interrupted:
         if cell.handle is not None:
             cell.handle.abort(stop)
     wait(list(running), timeout=STOP_WAIT_S)
+    mark_interrupted([p for c in running.values() for p in c.plans if p.layout.run_fp not in sw.results])
     with sw.lock:
         for cell in running.values():
             cell.state, cell.ended = "interrupted", time.time()
