@@ -162,6 +162,22 @@ class ResultsBrowser:
         self._results[key] = run
         return run
 
+    @staticmethod
+    def _unfinished(store: Any, fp: str, in_sweep: str | None) -> tuple[str | None, str]:
+        """(name, state) of a run with no result: ``interrupted`` when its manifest says it stopped on a signal
+        (``pipeline.plan.mark_interrupted``), else its state in its sweep's manifest when that says it stopped
+        (failed, interrupted, skipped), else ``running``."""
+        try:
+            doc = json.loads(store.read_bytes(f"runs/{fp}/manifest.json"))
+        except (FileNotFoundError, OSError, ValueError):
+            doc = None
+        name = doc.get("name") if isinstance(doc, dict) and isinstance(doc.get("name"), str) else None
+        if isinstance(doc, dict) and doc.get("state") == "interrupted":
+            return name, "interrupted"
+        if in_sweep in ("failed", "interrupted", "skipped"):
+            return name, in_sweep
+        return name, "running"
+
     def _listing(self) -> list[tuple[Any, str]]:
         """``(store, fingerprint)`` of every run directory; a run whose result.json does not read is running."""
         return [(store, fp) for store in self.stores for fp in store.list_dirs("runs") if FINGERPRINT.match(fp)]
@@ -226,6 +242,7 @@ class ResultsBrowser:
              fingerprint: str | None = None) -> dict[str, Any]:
         """The run history, newest first, with every filter applied (substrings; dates as ISO prefixes)."""
         member: dict[str, list[str]] = {}
+        sweep_state: dict[str, str] = {}  # a run's state in its sweep's manifest (failed, interrupted, skipped...)
         sweeps = []
         for _, sfp, doc in self._sweep_docs():
             sname = str(doc.get("name") or sfp)
@@ -234,11 +251,14 @@ class ResultsBrowser:
             for r in doc["runs"]:
                 if isinstance(r, dict) and r.get("fingerprint"):
                     member.setdefault(str(r["fingerprint"]), []).append(sname)
+                    if isinstance(r.get("state"), str):
+                        sweep_state[str(r["fingerprint"])] = r["state"]
         rows: dict[str, dict[str, Any]] = {}
         for store, fp in self._listing():
             run = self._read_run(store, fp)
             if run is None:
-                rows.setdefault(fp, {"fingerprint": fp, "name": None, "state": "running", "store": store.uri(),
+                name, state = self._unfinished(store, fp, sweep_state.get(fp))
+                rows.setdefault(fp, {"fingerprint": fp, "name": name, "state": state, "store": store.uri(),
                                      "sweeps": member.get(fp, []), "metrics": {}})
                 continue
             r = run.result

@@ -29,6 +29,12 @@ function fmt(v, digits) {
   return String(v);
 }
 
+// a p-value too small to print at 4 decimals is "< 0.0001", never "0.0000"
+function fmtP(p) {
+  if (typeof p === "number" && p > 0 && p < 0.0001) return "< 0.0001";
+  return fmt(p);
+}
+
 function route() {
   const h = location.hash.replace(/^#/, "") || "/";
   const [path, qs] = h.split("?");
@@ -207,7 +213,7 @@ async function diffPage(q) {
       el("td", { class: "num", text: fmt(m.baseline_mean) }), el("td", { class: "num", text: fmt(m.candidate_mean) }),
       el("td", { class: "num", text: fmt(m.delta) }),
       el("td", { class: "num", text: p.delta_ci ? "[" + fmt(p.delta_ci[0]) + ", " + fmt(p.delta_ci[1]) + "]" : "" }),
-      el("td", { text: p.test || "" }), el("td", { class: "num p-value", text: fmt(p.p_value) }),
+      el("td", { text: p.test || "" }), el("td", { class: "num p-value", text: fmtP(p.p_value) }),
       el("td", { class: "num", text: fmt(p.n_paired) }),
       el("td", { text: (m.reasons || []).join("; ") }));
   });

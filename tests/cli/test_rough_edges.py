@@ -1,0 +1,54 @@
+"""The trial's rough edges (issue 45), through the real console script: a report never shows a green "ok"
+next to a failed sweep cell."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from console import console
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _build_run():
+    sys.path.insert(0, str(ROOT / "tests" / "compare"))
+    try:
+        from conftest import build_run  # the compare tests' run writer (no Ray)
+    finally:
+        sys.path.pop(0)
+    return build_run
+
+
+def test_a_sweep_report_with_a_failed_cell_reads_failed_not_ok(tmp_path):
+    build_run = _build_run()
+    store = tmp_path / "store"
+    ids = [f"q{i}" for i in range(10)]
+    fps = {}
+    for name, d in (("fp32", 2), ("int8", 3)):
+        fp = (name.encode().hex() + "0" * 64)[:64]
+        build_run(store / "runs", fp, {"exact_match": {"values": {i: float(k % d != 0) for k, i in enumerate(ids)}}})
+        fps[name] = fp
+    sfp = "e" * 64
+    (store / "sweeps" / sfp).mkdir(parents=True)
+    cells = [{"name": n, "state": "done", "reason": None, "attempts": 1, "runs": [n], "fingerprints": [fp]}
+             for n, fp in fps.items()]
+    cells.append({"name": "hf:ckpt-p75", "state": "failed", "reason": "model load failed: HeaderTooLarge",
+                  "attempts": 1, "runs": ["p75"], "fingerprints": ["f" * 64]})
+    (store / "sweeps" / sfp / "manifest.json").write_text(json.dumps({
+        "name": "night", "fingerprint": sfp, "state": "failed", "cells": cells,
+        "runs": [{"name": n, "fingerprint": fp, "state": "complete"} for n, fp in fps.items()]
+        + [{"name": "p75", "fingerprint": "f" * 64, "state": "failed"}]}))
+
+    out = tmp_path / "report.html"
+    r = console("report", store / "sweeps" / sfp, "--format", "html", "--output", out, "--resamples", "50")
+    assert r.returncode == 0, r.stderr  # no gate set: the report's exit code is the gates' (README)
+    html = out.read_text()
+    assert '<span class="status fail" id="result-status">Result: failed: 1 sweep cell(s) failed</span>' in html
+    assert "Result: ok" not in html and 'class="status ok"' not in html
+    assert "model load failed: HeaderTooLarge" in html
+    text = console("report", store / "sweeps" / sfp, "--format", "text", "--resamples", "50")
+    assert text.returncode == 0 and "result: failed: 1 sweep cell(s) failed" in text.stdout, text.stdout
+    md = console("report", store / "sweeps" / sfp, "--format", "md", "--resamples", "50")
+    assert "**Result: failed: 1 sweep cell(s) failed**" in md.stdout and "**Result: ok" not in md.stdout
