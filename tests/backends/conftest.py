@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 
@@ -12,8 +14,20 @@ def local_ray():
     ray = pytest.importorskip("ray", reason="the pipeline needs the 'ray' extra")
     started = False
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-                 runtime_env={"env_vars": {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "TOKENIZERS_PARALLELISM": "false"}})
+        # address="local": a fresh cluster of its own, never one that another test's `ray start` left running;
+        # the workers inherit the environment set while it starts (a job runtime_env would start each worker
+        # through an extra setup process)
+        env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "TOKENIZERS_PARALLELISM": "false"}
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
         started = True
     yield ray
     if started:

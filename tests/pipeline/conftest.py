@@ -1,3 +1,4 @@
+import contextlib
 import json
 import logging
 import os
@@ -48,6 +49,22 @@ def session_caches(tmp_path_factory) -> dict[str, Path]:
     return _session_caches(tmp_path_factory)
 
 
+@contextlib.contextmanager
+def inherited_by_workers(values: dict[str, str]):
+    """Set environment variables while a local Ray starts (its raylet, and so every worker, inherits them), then
+    put back what the driver had."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 @pytest.fixture(scope="session")
 def ray_cluster(tmp_path_factory):
     """One real local Ray for the pipeline tests: 2 CPUs and 4 logical GPUs."""
@@ -64,10 +81,12 @@ def ray_cluster(tmp_path_factory):
     # a Hugging Face cache and a model cache of the session's own (hub_cache, the s3:// checkpoint tests)
     caches = {"HF_HUB_CACHE": str(_session_caches(tmp_path_factory)["hub"]),
               "AUDITKIT_RAY_MODEL_CACHE": str(_session_caches(tmp_path_factory)["models"])}
-    ray.init(address="local", num_cpus=2, num_gpus=4, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(support), str(agents), str(repo),
-                                                                      os.environ.get("PYTHONPATH", "")]),
-                                       **caches}})
+    # the workers get these from the environment they inherit (set while Ray starts, then put back), not from a
+    # job runtime_env: with one, Ray starts every worker through an extra setup process (most of a second each)
+    pythonpath = os.pathsep.join([str(support), str(agents), str(repo), os.environ.get("PYTHONPATH", "")])
+    worker_env = {"PYTHONPATH": pythonpath, **caches}
+    with inherited_by_workers(worker_env):
+        ray.init(address="local", num_cpus=2, num_gpus=4, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
 
