@@ -2,9 +2,12 @@
 
 A smoke run measures nothing meaningful and nothing here asserts a speed:
 this keeps the scripts in ``benchmarks/`` from rotting as the package moves.
-The smoke runs start together (at most ``PARALLEL`` at a time: most of their
-time is process and Ray start-up, not computation) in one module fixture;
-each test then reads its own benchmark's output.
+Each test runs its own benchmark's smoke mode (most of its time is process
+and Ray start-up, not computation), so each has its own time limit and
+pytest-xdist spreads them over its workers (``make test`` runs with ``-n``);
+the generation benchmark shares ``benchmarks/.cache/bench-model-smoke`` with
+tests/benchmarks/test_vllm_peers.py and runs in that file's group
+(``xdist_group_of`` in tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -16,14 +19,12 @@ import re
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks"
-PARALLEL = 3
 TIMEOUT_S = 420
 FIGURE = re.compile(r"^[A-Za-z0-9_.\-]+: \S.*$")
 
@@ -81,31 +82,24 @@ def _needs() -> str | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def smoke_runs(tmp_path_factory) -> dict[str, dict]:
+def run_smoke(name: str, out_dir: Path) -> dict:
+    """``benchmarks/<name's script> --smoke --json``: its exit status, output, JSON file and wall time."""
     why = _needs()
     if why:
         pytest.skip(why)
-    out_dir = tmp_path_factory.mktemp("bench-smoke")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "RAY_USAGE_STATS_ENABLED": "0",
            "PYTHONUNBUFFERED": "1"}
-
-    def run(name: str) -> dict:
-        js = out_dir / f"{name}.json"
-        t0 = time.perf_counter()
-        try:
-            proc = subprocess.run([sys.executable, str(BENCH / BENCHMARKS[name]), "--smoke", "--json", str(js)],
-                                  cwd=str(ROOT), env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
-            rc, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
-        except subprocess.TimeoutExpired as exc:
-            rc, stdout, stderr = -1, exc.stdout or "", f"timed out after {TIMEOUT_S} s\n{exc.stderr or ''}"
-            stdout = stdout.decode() if isinstance(stdout, bytes) else stdout
-            stderr = stderr.decode() if isinstance(stderr, bytes) else stderr
-        return {"rc": rc, "stdout": stdout, "stderr": stderr, "json": js, "s": time.perf_counter() - t0}
-
-    with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
-        futures = {name: pool.submit(run, name) for name in BENCHMARKS}
-        return {name: f.result() for name, f in futures.items()}
+    js = out_dir / f"{name}.json"
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, str(BENCH / BENCHMARKS[name]), "--smoke", "--json", str(js)],
+                              cwd=str(ROOT), env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+        rc, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+    except subprocess.TimeoutExpired as exc:
+        rc, stdout, stderr = -1, exc.stdout or "", f"timed out after {TIMEOUT_S} s\n{exc.stderr or ''}"
+        stdout = stdout.decode() if isinstance(stdout, bytes) else stdout
+        stderr = stderr.decode() if isinstance(stderr, bytes) else stderr
+    return {"rc": rc, "stdout": stdout, "stderr": stderr, "json": js, "s": time.perf_counter() - t0}
 
 
 def test_every_benchmark_has_expectations():
@@ -115,8 +109,8 @@ def test_every_benchmark_has_expectations():
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_smoke_mode_prints_its_figures(smoke_runs, name):
-    r = smoke_runs[name]
+def test_smoke_mode_prints_its_figures(tmp_path, name):
+    r = run_smoke(name, tmp_path)
     tail = "\n".join(r["stderr"].strip().splitlines()[-20:])
     assert r["rc"] == 0, f"{name} --smoke exited {r['rc']} after {r['s']:.0f} s:\n{tail}"
     lines = [ln for ln in r["stdout"].splitlines() if ln.strip()]
