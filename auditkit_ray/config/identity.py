@@ -112,7 +112,7 @@ def dataset_identity(spec: RunSpec) -> dict[str, Any]:
 
         loc = dataset_location(d)
         if not loc.exists():
-            raise loc.not_found()
+            raise loc.not_found("dataset.path")
         out: dict[str, Any] = {"content_hash": loc.content_hash(), "selection": selection}
     else:
         out = {"content_hash": hash_path(d.path), "selection": selection}

@@ -47,7 +47,11 @@ class Location:
     def parquet_files(self) -> list[Location]: ...
     def read_parquet(self) -> Any: ...
 
-    def not_found(self) -> DataError:
+    def not_found(self, field: str | None = None) -> DataError:
+        """``field``: the run file's field that names it (``dataset.path``...), said first when known."""
+        if field:
+            where = f" ({Path(self.name).absolute()})" if not is_s3(self.name) else ""
+            return DataError(f"{field} {self.name!r}: file not found{where}")
         return DataError(f"{self.name}: dataset file not found")
 
     def is_file(self) -> bool:
@@ -187,7 +191,7 @@ class S3Location(Location):
         except OSError as exc:
             raise self._failed(exc) from None
 
-    def not_found(self) -> DataError:
+    def not_found(self, field: str | None = None) -> DataError:
         from pyarrow.fs import FileType
 
         bucket = self.key.partition("/")[0]
@@ -195,10 +199,11 @@ class S3Location(Location):
             there = self.fs.get_file_info(bucket).type != FileType.NotFound
         except OSError as exc:
             return self._failed(exc)
+        name = f"{field} {self.name!r}" if field else self.name
         if not there:
-            return DataError(f"{self.name}: no such bucket {bucket!r}; check the URI and the endpoint "
+            return DataError(f"{name}: no such bucket {bucket!r}; check the URI and the endpoint "
                              "(dataset.endpoint_url or AWS_ENDPOINT_URL)")
-        return DataError(f"{self.name}: no such object or prefix in bucket {bucket!r}")
+        return DataError(f"{name}: no such object or prefix in bucket {bucket!r}")
 
     def content_hash(self) -> str:
         """SHA-256 as ``config.identity.hash_path`` computes it for the same files on disk; cached

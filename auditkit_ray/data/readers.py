@@ -143,12 +143,14 @@ def _hf(path: Path, split: str | None) -> Iterator[tuple[str, dict]]:
 
 
 def read_records(path: str | Path | Location, fmt: str | None = None, split: str | None = None, *,
-                 endpoint_url: str | None = None, region: str | None = None) -> list[tuple[str, dict]]:
+                 endpoint_url: str | None = None, region: str | None = None,
+                 field: str | None = None) -> list[tuple[str, dict]]:
     """(where, record) pairs in file order; ``where`` names file and line.
-    ``path``: a local path or an ``s3://`` URI (on ``endpoint_url``/``region``, else the AWS environment's)."""
+    ``path``: a local path or an ``s3://`` URI (on ``endpoint_url``/``region``, else the AWS environment's).
+    ``field``: the run file's field that names it, for the message when it is not there."""
     p = locate(path, endpoint_url, region)
     if not p.exists():
-        raise p.not_found()
+        raise p.not_found(field)
     kind = detect_format(p, fmt)
     if kind == "jsonl":
         return list(_jsonl(p))
@@ -187,7 +189,7 @@ def dataset_records(spec: Any) -> list[tuple[str, dict]]:
         key = (str(loc.path), st.st_size, st.st_mtime_ns, spec.format, spec.split)
         if _LAST_READ and _LAST_READ[0][0] == key:
             return list(_LAST_READ[0][1])
-    records = read_records(loc, spec.format, spec.split)
+    records = read_records(loc, spec.format, spec.split, field="dataset.path")
     _LAST_READ[:] = [(key, records)] if key is not None else []
     return list(records)
 

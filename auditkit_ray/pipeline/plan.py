@@ -178,6 +178,13 @@ def check_checkpoint(spec: RunSpec) -> None:
                                    "config.json and its weights)")
         if not (p / "config.json").is_file():
             raise ModelSourceError(f"model.path {m.path!r}: not an HF-format checkpoint (no config.json)")
+        if not any(f.is_file() for pattern in WEIGHTS for f in p.glob(pattern)):
+            raise ModelSourceError(f"model.path {m.path!r}: no weights in the checkpoint (no "
+                                   f"{', '.join(WEIGHTS[:3])} ... file beside its config.json)")
+
+
+#: the files that hold a checkpoint's weights (one of them must be there: transformers' and vLLM's formats)
+WEIGHTS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.ckpt", "*.h5", "*.msgpack", "*.gguf")
 
 
 def model_problem(spec: RunSpec, pins: dict[tuple, str] | None = None) -> tuple[RunSpec, str | None]:
@@ -198,7 +205,8 @@ def _few_shot_pool(spec: RunSpec, samples: list[Sample], raws: list[dict]) -> li
     if fs.path:
         d = spec.dataset  # an s3:// examples file is read on the dataset's endpoint
         return [(f"fewshot-{i}", rec) for i, (_, rec) in
-                enumerate(read_records(fs.path, endpoint_url=d.endpoint_url, region=d.region))]
+                enumerate(read_records(fs.path, endpoint_url=d.endpoint_url, region=d.region,
+                                             field="prompt.few_shot.path"))]
     return [(s.id, r) for s, r in zip(samples, raws)]
 
 

@@ -51,7 +51,7 @@ def text_digest(text: str) -> str:
 def load_corpus(path: str | Path) -> Corpus:
     docs: list[Document] = []
     seen: set[str] = set()
-    for where, rec in read_records(path):
+    for where, rec in read_records(path, field="retrieval.corpus"):
         if "id" not in rec or "text" not in rec:
             raise DataError(f"{where}: a corpus document needs 'id' and 'text'")
         did = str(rec["id"])

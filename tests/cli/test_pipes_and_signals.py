@@ -151,7 +151,8 @@ def test_a_failed_run_shows_only_our_message_and_names_the_log_holding_rays_line
 
     model = tmp_path / "no-weights"
     model.mkdir()
-    shutil.copy(tiny_model / "config.json", model / "config.json")  # a folder without weights or tokenizer
+    shutil.copy(tiny_model / "config.json", model / "config.json")  # a folder without a tokenizer: it fails to
+    shutil.copy(tiny_model / "model.safetensors", model / "model.safetensors")  # load in the actor, not planning
     data = tmp_path / "d.jsonl"
     data.write_text("".join(json.dumps({"id": f"s{i}", "q": "x", "a": "x"}) + "\n" for i in range(4)))
     (tmp_path / "run.yaml").write_text(yaml.safe_dump({

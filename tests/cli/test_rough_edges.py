@@ -52,3 +52,37 @@ def test_a_sweep_report_with_a_failed_cell_reads_failed_not_ok(tmp_path):
     assert text.returncode == 0 and "result: failed: 1 sweep cell(s) failed" in text.stdout, text.stdout
     md = console("report", store / "sweeps" / sfp, "--format", "md", "--resamples", "50")
     assert "**Result: failed: 1 sweep cell(s) failed**" in md.stdout and "**Result: ok" not in md.stdout
+
+
+def _run_file(tmp_path, **over):
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"id": f"q{i}", "q": f"q{i}", "a": "x"}) + "\n" for i in range(3)))
+    doc = {"name": "edge", "dataset": {"path": "d.jsonl", "input_field": "q", "target_field": "a"},
+           "model": {"type": "simulated"}, "metrics": ["exact_match"], "store": {"path": "store"},
+           "tracking": {"index": False}, **over}
+    (tmp_path / "run.json").write_text(json.dumps(doc))
+    return "run.json"
+
+
+def test_a_missing_input_file_is_named_by_its_field(tmp_path):
+    f = _run_file(tmp_path, dataset={"path": "nope.jsonl", "input_field": "q", "target_field": "a"})
+    r = console("validate", f, cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.strip() == (
+        f"error: dataset.path 'nope.jsonl': file not found ({tmp_path / 'nope.jsonl'})"), r.stderr
+    f = _run_file(tmp_path, prompt={"few_shot": {"path": "shots.jsonl", "n": 1}})
+    r = console("validate", f, cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.strip().startswith("error: prompt.few_shot.path 'shots.jsonl': file not "
+                                                             "found"), r.stderr
+
+
+def test_validate_refuses_a_checkpoint_without_weights(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text("{}")
+    f = _run_file(tmp_path, model={"type": "hf", "path": "ckpt"})
+    r = console("validate", f, cwd=tmp_path)
+    assert r.returncode == 2 and "model.path" in r.stderr and "no weights in the checkpoint" in r.stderr, r.stderr
+    assert r.stderr.count("\n") == 1, r.stderr
+    (ckpt / "model.safetensors").write_bytes(b"")  # there (whether it loads is the actor's to find out)
+    r = console("validate", f, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr

@@ -153,7 +153,8 @@ def test_runs_planned_together_share_no_rows_across_backends_that_differ_in_taki
 
     path = image_dataset(tmp_path, n=1)
     (tmp_path / "ckpt").mkdir()
-    (tmp_path / "ckpt" / "config.json").write_text("{}")  # planning reads no weights
+    (tmp_path / "ckpt" / "config.json").write_text("{}")  # planning reads no weights (but checks a file is there)
+    (tmp_path / "ckpt" / "model.safetensors").write_bytes(b"")
     specs = []
     for model in ({"type": "hf", "path": str(tmp_path / "ckpt"), "vision": True},
                   {"type": "hf", "path": str(tmp_path / "ckpt")}):
