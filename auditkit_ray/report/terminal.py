@@ -145,6 +145,8 @@ def format_sweep(results: Iterable[RunResult], *, title: str | None = None, colo
                          (str(s.n), None), (_unscored(s), "yellow" if s.unscored else "dim")]
                         + ([(_flaky(s), "yellow" if s.flaky else "dim")] if flaky else []))
     errors = sum(r.error_count for r in runs)
+    if title == f"{len(runs)} runs":  # the report's default title says what the count says: once is enough
+        title = None
     head_line = f"{_paint(title, 'bold', color) + '  ' if title else ''}{len(runs)} runs  {len(metrics)} metrics  " \
                 f"{_paint(f'errors {errors}', 'red' if errors else None, color)}"
     lines = [head_line] + _table(head, rows, {3, 5}, color)

@@ -86,3 +86,15 @@ def test_validate_refuses_a_checkpoint_without_weights(tmp_path):
     (ckpt / "model.safetensors").write_bytes(b"")  # there (whether it loads is the actor's to find out)
     r = console("validate", f, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
+
+
+def test_the_text_report_header_says_the_run_count_once(tmp_path):
+    build_run = _build_run()
+    ids = [f"q{i}" for i in range(6)]
+    runs = [str(build_run(tmp_path, n, {"exact_match": {"values": {i: float(k % d != 0) for k, i in enumerate(ids)}}}))
+            for n, d in (("a", 2), ("b", 3))]
+    r = console("report", *runs, "--format", "text", "--resamples", "50")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == "2 runs  1 metrics  errors 0", r.stdout
+    titled = console("report", *runs, "--format", "text", "--resamples", "50", "--title", "nightly")
+    assert titled.stdout.splitlines()[0] == "nightly  2 runs  1 metrics  errors 0", titled.stdout
