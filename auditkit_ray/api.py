@@ -236,8 +236,8 @@ def rescore_spec(run: str | os.PathLike, metrics: Sequence[str] | None = None,
         other = load_run_spec(config)
         data["metrics"] = [m.model_dump(mode="json", by_alias=True, exclude_none=True) for m in other.metrics]
         data["annotators"] = [a.model_dump(mode="json") for a in other.annotators]
-    if metrics:
-        data["metrics"] = [{"name": m} for m in metrics]
+    if metrics:  # NAME, or NAME@ANNOTATION as results name a metric on an annotation (exact_match@number)
+        data["metrics"] = [dict(zip(("name", "on"), m.split("@", 1))) for m in metrics]
     if not data.get("metrics"):
         raise ConfigError("rescore: give --metric NAME (repeatable) or --config FILE with metrics")
     return run_spec_from_dict(data, f"<rescore {run_dir}>")

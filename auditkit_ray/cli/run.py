@@ -86,7 +86,9 @@ def add_stored_parsers(sub: Any) -> None:
 
     s = sub.add_parser("rescore", help="score a stored run's outputs again with other metrics (no GPU)")
     s.add_argument("run", help="a run directory or its result.json")
-    s.add_argument("--metric", action="append", default=[], help="metric name (repeatable)")
+    s.add_argument("--metric", action="append", default=[],
+                   help="metric name, or NAME@ANNOTATION to score an annotator's output (exact_match@number), as "
+                        "results name them (repeatable)")
     s.add_argument("--config", help="a run file whose metrics and annotators to apply")
     add_common(s, store=False)
     s.add_argument("--json", action="store_true", help="print the RunResult JSON")

@@ -24,6 +24,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -137,7 +138,14 @@ def resolve(uri: str, endpoint_url: str | None = None, region: str | None = None
     if not any(o.rel == "config.json" for o in objs):
         raise ModelSourceError(f"{field} {uri!r}: not an HF-format checkpoint (no config.json directly under the "
                           "prefix): point at the checkpoint's own prefix")
-    return content_id(objs)
+    cid = content_id(objs)
+    size = sum(o.size for o in objs)
+    here = (cache_root() / cid / MANIFEST).is_file()
+    logging.getLogger(__name__).info(
+        "%s %s: %d files, %.1f MB (content %s); %s", field, uri, len(objs), size / 1e6, cid[:12],
+        f"in this node's model cache {cache_root()}" if here else
+        f"each node downloads it once into its model cache ({MODEL_CACHE_ENV}, here {cache_root()})")
+    return cid
 
 
 @contextlib.contextmanager

@@ -62,3 +62,25 @@ def test_the_same_bytes_under_two_names_local_and_on_s3_are_one_dataset(tmp_path
     assert c.returncode == 0, c.stdout + c.stderr
     doc = json.loads(c.stdout)
     assert doc["dataset_comparable"] and doc["metrics"]["exact_match"]["comparable"], doc["dataset_reasons"]
+
+
+def test_an_s3_checkpoint_says_what_it_is_and_where_it_is_downloaded(tmp_path, s3, tiny_model):
+    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+           "AWS_ENDPOINT_URL": s3, "AUDITKIT_RAY_MODEL_CACHE": str(tmp_path / "model-cache")}
+    client = boto3.client("s3", endpoint_url=s3, region_name="us-east-1", aws_access_key_id="testing",
+                          aws_secret_access_key="testing")
+    client.create_bucket(Bucket="ckpts")
+    files = sorted(f for f in tiny_model.rglob("*") if f.is_file())
+    for f in files:
+        client.upload_file(str(f), "ckpts", f"tiny/{f.relative_to(tiny_model)}")
+    (tmp_path / "d.jsonl").write_text(json.dumps({"id": "q0", "q": "1+1", "a": "2"}) + "\n")
+    (tmp_path / "sweep.json").write_text(json.dumps({"name": "s3ckpt", "base": {
+        "dataset": {"path": "d.jsonl", "input_field": "q", "target_field": "a"}, "metrics": ["exact_match"],
+        "store": {"path": "store"}, "tracking": {"index": False}},
+        "runs": [{"name": "tiny", "model": {"type": "hf", "path": "s3://ckpts/tiny/"}}]}))
+    r = console("sweep", "sweep.json", "--dry-run", cwd=tmp_path, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    line = next((ln for ln in r.stderr.splitlines() if ln.startswith("model.path s3://ckpts/tiny/: ")), None)
+    assert line is not None, r.stderr
+    assert f"{len(files)} files, " in line and " MB (content " in line, line
+    assert "each node downloads it once into its model cache (AUDITKIT_RAY_MODEL_CACHE, here " in line, line

@@ -98,3 +98,22 @@ def test_the_text_report_header_says_the_run_count_once(tmp_path):
     assert r.stdout.splitlines()[0] == "2 runs  1 metrics  errors 0", r.stdout
     titled = console("report", *runs, "--format", "text", "--resamples", "50", "--title", "nightly")
     assert titled.stdout.splitlines()[0] == "nightly  2 runs  1 metrics  errors 0", titled.stdout
+
+
+def test_rescore_takes_a_metric_on_an_annotation_as_results_name_it(tmp_path):
+    f = _run_file(tmp_path, model={"type": "simulated", "constant": "The answer is x.", "fixed_cost_s": 0.0,
+                                   "per_token_s": 0.0},
+                  annotators=[{"type": "regex", "name": "word", "pattern": "(\\w+)\\.$", "select": "last"}],
+                  metrics=["exact_match", {"name": "exact_match", "on": "word"}])
+    first = console("run", f, "--json", "--quiet", cwd=tmp_path, timeout=300)
+    assert first.returncode == 0, first.stderr
+    before = json.loads(first.stdout)["metrics"]
+    assert set(before) == {"exact_match", "exact_match@word"}
+    (run_dir,) = (tmp_path / "store" / "runs").glob("*/result.json")
+    again = console("rescore", run_dir.parent, "--metric", "exact_match@word", "--json", "--quiet", cwd=tmp_path,
+                    timeout=300)
+    assert again.returncode == 0, again.stderr
+    metrics = json.loads(again.stdout)["metrics"]
+    # the same outputs, the same annotation, the same score
+    assert list(metrics) == ["exact_match@word"] and metrics["exact_match@word"]["n"] == 3, metrics
+    assert metrics["exact_match@word"]["mean"] == before["exact_match@word"]["mean"], (metrics, before)
