@@ -79,3 +79,9 @@ def require(module: str, extra: str):
         return importlib.import_module(module)
     except ImportError as exc:  # pragma: no cover - exercised by the extra test
         raise MissingExtraError(module.split(".")[0], extra) from exc
+
+
+#: the names of Ray's errors for a part of the cluster that was lost: a run started again can succeed
+RAY_LOST_ERRORS = frozenset({"ActorDiedError", "RayActorError", "ActorUnavailableError", "NodeDiedError",
+                             "WorkerCrashedError", "ObjectLostError", "OwnerDiedError",
+                             "ObjectReconstructionFailedError", "LocalRayletDiedError"})

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from ..errors import RAY_LOST_ERRORS, InfrastructureError
 from .context import Runs
 
 
@@ -28,6 +29,12 @@ class ToGenerationActors:
             self.busy[i] += 1
         try:
             return ray.get(self.actors[i].run_batch.remote(batch, self.runs))
+        except Exception as exc:
+            if type(exc).__name__ in RAY_LOST_ERRORS:  # the actor is gone for good: say so in the run's terms
+                first = (str(exc).splitlines() or [""])[0]
+                raise InfrastructureError(f"pipeline failed: the generation actor was lost: {type(exc).__name__}: "
+                                          f"{first}") from None
+            raise
         finally:
             with self.lock:
                 self.busy[i] -= 1

@@ -15,7 +15,7 @@ import warnings
 from typing import Any, Callable, Iterator
 
 from ..config.models import RunSpec
-from ..errors import AuditKitError, InfrastructureError, Interrupted, RunError
+from ..errors import RAY_LOST_ERRORS, AuditKitError, InfrastructureError, Interrupted, RunError
 from ..store.db import ExperimentDB
 from ..store.layout import RunLayout
 from . import genpool
@@ -128,8 +128,7 @@ class _Progress:
 
 
 #: Ray's errors for a part of the cluster that was lost: a run started again can succeed
-_LOST = frozenset({"ActorDiedError", "RayActorError", "ActorUnavailableError", "NodeDiedError", "WorkerCrashedError",
-                   "ObjectLostError", "OwnerDiedError", "ObjectReconstructionFailedError", "LocalRayletDiedError"})
+_LOST = RAY_LOST_ERRORS
 
 
 def model_key(spec: RunSpec) -> str:
