@@ -38,6 +38,7 @@ BENCHMARKS = {
     "sweep_schedule": "bench_sweep_schedule.py",
     "vllm_raydata": "bench_vllm_raydata.py",
     "gpu": "bench_gpu.py",
+    "startup": "bench_startup.py",
 }
 
 

@@ -72,6 +72,9 @@ EXPECTED = {
                      "goal.vllm_backend_ge_1.0x_plain"],
     "gpu": ["gpu.plain.prompts_per_s", "gpu.auditkit.prompts_per_s", "gpu.auditkit.tokens_per_s",
             "gpu.ratio.auditkit_vs_plain", "gpu.fixed_length_held", "gpu.bytes_per_decode_step.weights"],
+    "startup": ["startup.plain-hf.wall", "startup.cli-cold.wall", "startup.cli-warm.wall", "startup.cli-raydata.wall",
+                "startup.ratio.cli-warm_vs_plain", "startup.first_token_gap.cli-cold",
+                "goal.whole_run_warm_le_1.15x_plain"],
 }
 
 
