@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator
 from .. import errors
 from ..errors import AuditKitError, require
 from . import ray_compat
+from .warm import worker_env
 
 log = logging.getLogger(__name__)
 
@@ -36,13 +37,6 @@ _WARM_BY_DEFAULT = [False]
 def prefer_warm_cluster(on: bool = True) -> None:
     """Runs of this process without an address share the machine's warm local cluster (``warm``)."""
     _WARM_BY_DEFAULT[0] = on
-
-
-def worker_env() -> dict[str, str]:
-    """What workers need of the driver's environment: user code imports relative to its working directory."""
-    cwd = os.getcwd()
-    pythonpath = os.pathsep.join(p for p in [cwd, os.environ.get("PYTHONPATH", "")] if p)
-    return {"PYTHONPATH": pythonpath, "AUDITKIT_RAY_WORKDIR": cwd}
 
 
 def init_ray(address: str | None, execution: Any) -> Any:
@@ -73,9 +67,9 @@ def init_ray(address: str | None, execution: Any) -> Any:
 
 
 def _warm_wanted() -> bool:
-    from . import warm
+    from .warm import wanted
 
-    choice = warm.wanted()
+    choice = wanted()
     return _WARM_BY_DEFAULT[0] if choice is None else choice
 
 

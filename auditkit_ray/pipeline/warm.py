@@ -1,7 +1,7 @@
 """The warm local cluster: one local Ray that consecutive command-line runs on
 this machine share, so that only the first pays for starting it.
 
-A keeper process (``python -m auditkit_ray.pipeline.warm``, started detached by
+A keeper process (``pipeline/warm_keeper.py``, started detached by
 the first run or by ``auditkit-ray up``) starts the local cluster the way a run
 starts its private one (``runtime.start_local``), writes its address to a state
 file and waits. Each driver that uses it holds a shared lock on ``active.lock``
@@ -34,7 +34,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 from ..errors import InfrastructureError
 
@@ -50,6 +50,13 @@ _VOLATILE = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "COLUMNS", "LINES", "TERM"
                        "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY", "TMUX", "TMUX_PANE", "STY", "HISTFILE",
                        "AUDITKIT_RAY_WARM", "AUDITKIT_RAY_IDLE_TIMEOUT", "PYTEST_CURRENT_TEST",
                        "RAY_AUTH_MODE"})
+
+
+def worker_env() -> dict[str, str]:
+    """What workers need of the driver's environment: user code imports relative to its working directory."""
+    cwd = os.getcwd()
+    pythonpath = os.pathsep.join(p for p in [cwd, os.environ.get("PYTHONPATH", "")] if p)
+    return {"PYTHONPATH": pythonpath, "AUDITKIT_RAY_WORKDIR": cwd}
 
 
 def wanted() -> bool | None:
@@ -153,7 +160,7 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _paths(base: Path) -> dict[str, Path]:
+def paths(base: Path) -> dict[str, Path]:
     return {"state": base / "state.json", "start": base / "start.lock", "active": base / "active.lock",
             "log": base / "keeper.log", "drivers": base / "drivers.log"}
 
@@ -169,7 +176,7 @@ def _locked(path: Path, kind: int = fcntl.LOCK_EX) -> Iterator[None]:
         os.close(fd)  # closing drops the lock
 
 
-def _idle(active: Path) -> bool:
+def idle(active: Path) -> bool:
     """Whether no driver holds the shared lock on ``active``."""
     fd = os.open(active, os.O_RDWR | os.O_CREAT, 0o600)
     try:
@@ -200,7 +207,7 @@ def release_lease() -> None:
 
 def status(base: Path | None = None) -> State | None:
     """The warm cluster's state when its keeper is alive, else None."""
-    p = _paths(base or home())
+    p = paths(base or home())
     st = State.read(p["state"])
     return st if st is not None and st.alive() else None
 
@@ -211,7 +218,7 @@ def connect_address(num_cpus: float | None, num_gpus: float | None, worker_env: 
     its lease; None when a run must start a private cluster instead (another driver is using a warm cluster
     that does not fit this run)."""
     base = base or home()
-    p = _paths(base)
+    p = paths(base)
     env = {**os.environ, **worker_env}
     key = cluster_key(env)
     with _locked(p["start"]):
@@ -221,7 +228,7 @@ def connect_address(num_cpus: float | None, num_gpus: float | None, worker_env: 
                 _take_lease(p["active"])
                 _note_driver(p, st)
                 return st.address
-            if not _idle(p["active"]):
+            if not idle(p["active"]):
                 log.info("the warm local cluster %s serves another environment or other resources and is in use; "
                          "this run starts a private one", st.cluster_id)
                 return None
@@ -243,7 +250,7 @@ def _note_driver(p: dict[str, Path], st: State) -> None:
 
 def _start_keeper(p: dict[str, Path], key: str, num_cpus: float | None, num_gpus: float | None,
                   env: dict[str, str], idle_s: float) -> State:
-    args = [sys.executable, "-m", "auditkit_ray.pipeline.warm", "--state-dir", str(p["state"].parent),
+    args = [sys.executable, "-m", "auditkit_ray.pipeline.warm_keeper", "--state-dir", str(p["state"].parent),
             "--key", key, "--idle-timeout", str(idle_s)]
     if num_cpus is not None:
         args += ["--num-cpus", str(num_cpus)]
@@ -287,10 +294,8 @@ def up(num_cpus: float | None = None, num_gpus: float | None = None, idle_s: flo
        base: Path | None = None) -> tuple[State, bool]:
     """Start the warm cluster for this environment unless it is up; returns its state and whether it was
     started now."""
-    from .runtime import worker_env
-
     base = base or home()
-    p = _paths(base)
+    p = paths(base)
     before = status(base)
     env = {**os.environ, **worker_env()}
     key = cluster_key(env)
@@ -301,7 +306,7 @@ def up(num_cpus: float | None = None, num_gpus: float | None = None, idle_s: flo
         if st is not None and st.alive():
             if st.fits(key, num_cpus, num_gpus):
                 return st, False
-            if not _idle(p["active"]):
+            if not idle(p["active"]):
                 raise InfrastructureError(f"the warm local cluster {st.cluster_id} serves another environment and "
                                           "is in use; `auditkit-ray down` stops it")
             _stop_keeper(st)
@@ -314,7 +319,7 @@ def down(base: Path | None = None) -> State | None:
     """Stop the warm cluster (whoever uses it: their runs fail and resume when run again); returns the state
     of the cluster that was stopped, None when none was up."""
     base = base or home()
-    p = _paths(base)
+    p = paths(base)
     with _locked(p["start"]):
         st = State.read(p["state"])
         if st is None or not st.alive():
@@ -326,81 +331,3 @@ def down(base: Path | None = None) -> State | None:
         with contextlib.suppress(FileNotFoundError):
             p["state"].unlink()
         return st
-
-
-# --------------------------------------------------------------------------- the keeper process
-def _keep(args: Any) -> int:
-    from .runtime import start_local
-
-    base = Path(args.state_dir)
-    p = _paths(base)
-    stop = {"now": False}
-
-    def on_signal(signum: int, frame: Any) -> None:
-        stop["now"] = True
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    ray = start_local(args.num_cpus, args.num_gpus, log_to_driver=False)
-    signal.signal(signal.SIGTERM, on_signal)  # ray.init installs its own
-    ctx = ray.get_runtime_context()
-    address = ray.get_runtime_context().gcs_address
-    st = State(address=address, cluster_id=ctx.get_node_id()[:12], keeper_pid=os.getpid(), key=args.key,
-               idle_timeout_s=args.idle_timeout, started_at=time.time(), num_cpus=args.num_cpus,
-               num_gpus=args.num_gpus)
-    tmp = p["state"].with_suffix(".tmp")
-    tmp.write_text(json.dumps(st.__dict__))
-    os.replace(tmp, p["state"])
-    print(f"auditkit-ray: warm local cluster {st.cluster_id} at {address} (idle timeout {args.idle_timeout:g}s)",
-          flush=True)
-    last_used = time.monotonic()
-    while not stop["now"]:
-        time.sleep(0.5)
-        if not _idle(p["active"]):
-            last_used = time.monotonic()
-        elif time.monotonic() - last_used >= args.idle_timeout:
-            # a driver about to connect holds the start lock: then this is not the moment
-            fd = os.open(p["start"], os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                continue
-            try:
-                if _idle(p["active"]):
-                    _retire(p, st)
-                    print("auditkit-ray: idle timeout; the warm local cluster stopped", flush=True)
-                    break
-            finally:
-                os.close(fd)
-    else:
-        _retire(p, st)
-        print("auditkit-ray: the warm local cluster stopped", flush=True)
-    from .runtime import release_local_cluster
-
-    release_local_cluster()
-    return 0
-
-
-def _retire(p: dict[str, Path], st: State) -> None:
-    """Remove the state file if it is still this keeper's."""
-    cur = State.read(p["state"])
-    if cur is not None and cur.keeper_pid == st.keeper_pid:
-        with contextlib.suppress(FileNotFoundError):
-            p["state"].unlink()
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m auditkit_ray.pipeline.warm")
-    ap.add_argument("--state-dir", required=True)
-    ap.add_argument("--key", required=True)
-    ap.add_argument("--idle-timeout", type=float, default=DEFAULT_IDLE_S)
-    ap.add_argument("--num-cpus", type=float, default=None)
-    ap.add_argument("--num-gpus", type=float, default=None)
-    return _keep(ap.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
