@@ -1,40 +1,90 @@
 """The generation stage of a pipeline whose generation actors the driver started itself, before the runs
 were planned (``pipeline.genpool``): one light actor in Ray Data's pool hands each shard to the least busy of
 them and returns its outputs. Ray Data keeps the streaming, the backpressure and the order of the stages;
-the driver's actors keep the model loaded from the moment the cluster was up."""
+the driver's actors keep the model loaded from the moment the cluster was up.
+
+An actor that dies with a shard (its process, or its node) fails that call at once: the shard goes to another
+actor that is up. The dead one restarts when Ray can place it again (on a node that replaces a lost one) and is
+used again once it answers; when no actor is up and none can come back, the shard fails the pipeline as an
+``InfrastructureError`` naming Ray's error."""
 
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 from ..errors import RAY_LOST_ERRORS, InfrastructureError
 from .context import Runs
 
+#: how long a shard waits for a lost generation actor to come back when none is up
+WAIT_FOR_ACTOR_S = 600.0
+#: attempts at one shard on actors that die with it (plus two per actor), before it fails the pipeline
+MAX_ATTEMPTS = 10
+
 
 class ToGenerationActors:
     """Runs in a threaded Ray Data actor (one call per shard in flight); imports nothing heavy."""
 
-    def __init__(self, actors: list[Any], runs: Any) -> None:
+    def __init__(self, actors: list[Any], runs: Runs) -> None:
+        import ray
+
         self.actors = list(actors)
-        self.runs: Runs = runs  # an object reference: each call resolves it in the generation actor
+        self.runs = ray.put(runs)  # once: each call passes the reference, resolved in the generation actor
         self.busy = [0] * len(self.actors)
+        self.down: dict[int, Any] = {}  # actor -> its pending ready() probe (None: gone for good)
         self.lock = threading.Lock()
+
+    def _up(self) -> list[int]:
+        """Actors to send to; a lost actor whose probe answered is up again."""
+        import ray
+
+        for i, probe in list(self.down.items()):
+            if probe is None:
+                continue
+            ready, _ = ray.wait([probe], timeout=0)
+            if ready:
+                try:
+                    ray.get(ready[0])
+                    del self.down[i]
+                except Exception:  # noqa: BLE001 - it did not come back: never again
+                    self.down[i] = None
+        return [i for i in range(len(self.actors)) if i not in self.down]
+
+    def _pick(self, last: BaseException | None) -> int:
+        import ray
+
+        deadline = time.monotonic() + WAIT_FOR_ACTOR_S
+        while True:
+            with self.lock:
+                up = self._up()
+                if up:
+                    i = min(up, key=self.busy.__getitem__)
+                    self.busy[i] += 1
+                    return i
+                pending = [p for p in self.down.values() if p is not None]
+            if not pending or time.monotonic() > deadline:
+                what = f"{type(last).__name__}: {(str(last).splitlines() or [''])[0]}" if last else "none is up"
+                raise InfrastructureError(f"pipeline failed: the generation actors were lost: {what}")
+            ray.wait(pending, num_returns=1, timeout=1.0)
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
         import ray
 
-        with self.lock:
-            i = min(range(len(self.actors)), key=self.busy.__getitem__)
-            self.busy[i] += 1
-        try:
-            return ray.get(self.actors[i].run_batch.remote(batch, self.runs))
-        except Exception as exc:
-            if type(exc).__name__ in RAY_LOST_ERRORS:  # the actor is gone for good: say so in the run's terms
-                first = (str(exc).splitlines() or [""])[0]
-                raise InfrastructureError(f"pipeline failed: the generation actor was lost: {type(exc).__name__}: "
-                                          f"{first}") from None
-            raise
-        finally:
-            with self.lock:
-                self.busy[i] -= 1
+        last: BaseException | None = None
+        for _ in range(MAX_ATTEMPTS + 2 * len(self.actors)):
+            i = self._pick(last)
+            try:
+                return ray.get(self.actors[i].run_batch.remote(batch, self.runs))
+            except Exception as exc:
+                if type(exc).__name__ not in RAY_LOST_ERRORS:
+                    raise
+                last = exc
+                with self.lock:  # lost with the shard: another actor takes it; this one is probed
+                    if i not in self.down:
+                        self.down[i] = self.actors[i].ready.remote()
+            finally:
+                with self.lock:
+                    self.busy[i] -= 1
+        raise InfrastructureError(f"pipeline failed: a shard's generation actor was lost in every attempt: "
+                                  f"{type(last).__name__}: {(str(last).splitlines() or [''])[0]}")

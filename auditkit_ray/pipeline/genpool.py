@@ -9,8 +9,8 @@ and Ray Data reaches them through one light forwarding actor
 
 What Ray Data's pool gave the stage, they keep: GPUs per actor (``num_gpus``,
 so Ray sets ``CUDA_VISIBLE_DEVICES``), restarts (unbounded unless a sweep bounds
-them) with the call in flight retried on the restarted actor (the watchdog's
-exit relies on it), shards in flight per actor (a threaded actor), and a kill
+them), a shard lost with its actor retried on another one that is up (or on the
+same once it is back: the watchdog's exit relies on it), shards in flight per actor (a threaded actor), and a kill
 when the pipeline fails or a sweep aborts it. ``AUDITKIT_RAY_GENERATION_POOL=raydata``
 puts generation back in Ray Data's own actor pool."""
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import warnings
 from typing import Any
 
 from ..config.models import RunSpec
@@ -62,7 +63,7 @@ class GenerationPool:
         self.ray = ray
         self.k = shards_in_flight
         opts: dict[str, Any] = {"num_cpus": 0, "num_gpus": gpus or None,
-                                "max_restarts": -1 if restarts is None else restarts, "max_task_retries": -1}
+                                "max_restarts": -1 if restarts is None else restarts, "max_task_retries": 0}
         if self.k > 1:
             opts["max_concurrency"] = self.k
         cls = ray.remote(GenerateStage).options(**opts)
@@ -79,14 +80,25 @@ class GenerationPool:
 
     def stage(self, ds: Any, runs: dict[str, Any]) -> Any:
         """``ds`` with the generation stage: each shard to the least busy actor, ``k`` shards in flight each."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        calls = len(self.actors) * 2 * self.k
+        # on the driver's node: a forwarder lost with another node would lose outputs its actors had stored, and
+        # the retried shard would then read them from the cache, uncounted as generated
+        here = NodeAffinitySchedulingStrategy(node_id=self.ray.get_runtime_context().get_node_id(), soft=True)
+        with warnings.catch_warnings():  # Ray 2.60 takes scheduling_strategy only among its ray_remote_args
+            warnings.filterwarnings("ignore", message=".*ray_remote_args.*deprecated")
+            return self._forwarding(ds, runs, calls, here)
+
+    def _forwarding(self, ds: Any, runs: dict[str, Any], calls: int, here: Any) -> Any:
         from ray.data import ActorPoolStrategy
 
         from ..actors.forward import ToGenerationActors
 
-        calls = len(self.actors) * 2 * self.k
         return ds.map_batches(
             ToGenerationActors,
-            fn_constructor_kwargs={"actors": self.actors, "runs": self.ray.put(runs)},
+            fn_constructor_kwargs={"actors": self.actors, "runs": runs},
+            scheduling_strategy=here,
             batch_size=1,
             batch_format="numpy",
             compute=ActorPoolStrategy(size=1, max_tasks_in_flight_per_actor=calls,
