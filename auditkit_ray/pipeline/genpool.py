@@ -11,8 +11,9 @@ What Ray Data's pool gave the stage, they keep: GPUs per actor (``num_gpus``,
 so Ray sets ``CUDA_VISIBLE_DEVICES``), restarts (unbounded unless a sweep bounds
 them), a shard lost with its actor retried on another one that is up (or on the
 same once it is back: the watchdog's exit relies on it), shards in flight per actor (a threaded actor), and a kill
-when the pipeline fails or a sweep aborts it. ``AUDITKIT_RAY_GENERATION_POOL=raydata``
-puts generation back in Ray Data's own actor pool."""
+when the pipeline fails or a sweep aborts it.
+Opt-in for now: ``AUDITKIT_RAY_GENERATION_POOL=owned``; by default generation stays in
+Ray Data's own actor pool (the fault tests do not pass on these actors yet)."""
 
 from __future__ import annotations
 
@@ -28,8 +29,9 @@ log = logging.getLogger(__name__)
 
 
 def owned() -> bool:
-    """Whether generation runs on the driver's own actors (the default) or in Ray Data's pool."""
-    return os.environ.get("AUDITKIT_RAY_GENERATION_POOL", "owned").strip().lower() != "raydata"
+    """Whether generation runs on the driver's own actors (``AUDITKIT_RAY_GENERATION_POOL=owned``) or in Ray
+    Data's pool (the default until the fault tests pass on the driver's own actors)."""
+    return os.environ.get("AUDITKIT_RAY_GENERATION_POOL", "raydata").strip().lower() == "owned"
 
 
 def shape(ray: Any, lead: RunSpec, wanted: int) -> tuple[int, float]:

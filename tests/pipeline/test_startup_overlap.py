@@ -16,6 +16,12 @@ pytestmark = pytest.mark.usefixtures("ray_cluster")
 READ_DELAY_S = 5.0
 
 
+@pytest.fixture(autouse=True)
+def owned_actors(monkeypatch):
+    """The driver's own generation actors (opt-in: AUDITKIT_RAY_GENERATION_POOL=owned)."""
+    monkeypatch.setenv("AUDITKIT_RAY_GENERATION_POOL", "owned")
+
+
 @pytest.fixture
 def load_windows(monkeypatch):
     """The generation actors' own record of their model load (wall clock), read from each actor just before
