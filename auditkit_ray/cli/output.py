@@ -12,6 +12,7 @@ is where the command decides what of it reaches the terminal.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -79,13 +80,12 @@ class _ReaderMayLeave:
 
 def quiet_stdout(stream: Any = None) -> None:
     """Point stdout's file descriptor at /dev/null: its reader is gone, and the flush at exit must not fail."""
-    try:
+    # no real file descriptor behind it (a test's capture): nothing to point anywhere
+    with contextlib.suppress(OSError, ValueError, AttributeError):
         fd = (stream or sys.__stdout__).fileno()
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, fd)
         os.close(devnull)
-    except (OSError, ValueError, AttributeError):  # no real file descriptor behind it (a test's capture)
-        pass
 
 
 @contextmanager

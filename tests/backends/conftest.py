@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 
@@ -18,16 +16,10 @@ def local_ray():
         # the workers inherit the environment set while it starts (a job runtime_env would start each worker
         # through an extra setup process)
         env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "TOKENIZERS_PARALLELISM": "false"}
-        saved = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
+        from auditkit_ray.pipeline.runtime import environ
+
+        with environ(env):
             ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
         started = True
     yield ray
     if started:

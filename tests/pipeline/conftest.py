@@ -1,4 +1,3 @@
-import contextlib
 import json
 import logging
 import os
@@ -49,20 +48,12 @@ def session_caches(tmp_path_factory) -> dict[str, Path]:
     return _session_caches(tmp_path_factory)
 
 
-@contextlib.contextmanager
 def inherited_by_workers(values: dict[str, str]):
     """Set environment variables while a local Ray starts (its raylet, and so every worker, inherits them), then
     put back what the driver had."""
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    from auditkit_ray.pipeline.runtime import environ
+
+    return environ(values)
 
 
 @pytest.fixture(scope="session")
