@@ -75,7 +75,7 @@ def as_run_spec(spec: Any, *, overrides: Sequence[str] | None = None, limit: int
 
 def run_fingerprint(spec: Any) -> str:
     """The fingerprint of a run (a RunSpec, a dict or a run file): the key its results are stored under."""
-    from .config.identity import run_fingerprint as _fp
+    from .pipeline.identity import run_fingerprint as _fp
 
     return _fp(as_run_spec(spec))
 
@@ -105,7 +105,7 @@ def validate(path: str | os.PathLike, *, read_data: bool = True, overrides: Sequ
     file's, as ``as_run_spec`` applies them."""
     from .config import RunSpec, expand
     from .config import load_config as _load
-    from .config.identity import run_fingerprint as _fp
+    from .pipeline.identity import run_fingerprint as _fp
 
     spec = as_run_spec(path, overrides=overrides, limit=limit) if overrides or limit is not None else _load(path)
     runs = [spec] if isinstance(spec, RunSpec) else expand(spec, source=str(path))
@@ -326,8 +326,8 @@ def sweep(spec: Any, *, address: str | None = None, progress: bool = False, stor
 
 def lmeval(tasks: str | Iterable[str], model: str | os.PathLike, **options: Any) -> list[RunResult]:
     """lm-evaluation-harness tasks on a local HF checkpoint, one stored RunResult per task
-    (options as ``auditkit_ray.integrations.lmeval.run_lmeval``; needs the ``lmeval`` extra)."""
-    from .integrations.lmeval import run_lmeval
+    (options as ``auditkit_ray.lmeval.run_lmeval``; needs the ``lmeval`` extra)."""
+    from .lmeval import run_lmeval
 
     return run_lmeval(tasks, model, **options)
 

@@ -155,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         f"interrupt with SIG{a.signal} at {shards // 2} shards"
     )
 
-    from auditkit_ray.config.identity import generation_fingerprint, run_fingerprint
     from auditkit_ray.config.loader import run_spec_from_dict
+    from auditkit_ray.pipeline.identity import generation_fingerprint, run_fingerprint
     from auditkit_ray.store.layout import RunLayout
 
     def layout_dir(store: Path) -> Path:

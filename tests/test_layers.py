@@ -8,14 +8,25 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from layers import check, scan
+from layers import INTERNAL_ALLOWED, RANKS, check, scan
 
 ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "auditkit_ray"
 
 
 def test_package_keeps_its_layers():
-    violations = check(scan(ROOT / "auditkit_ray"))
+    violations = check(scan(PACKAGE))
     assert not violations, "layer rules broken:\n" + "\n".join(map(str, violations))
+
+
+def test_every_rank_names_a_layer_that_exists():
+    layers = {s.layer(m) for s in [scan(PACKAGE)] for m in s.modules}
+    assert sorted(set(RANKS) - layers) == [], "ranked layers the package no longer has"
+
+
+def test_each_allow_list_names_only_lower_ranks():
+    for layer, allowed in INTERNAL_ALLOWED.items():
+        assert all(RANKS[a] < RANKS[layer] for a in allowed), (layer, allowed)
 
 
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -48,6 +59,30 @@ CLEAN = {
     "cli/view.py": "def f():\n    from ..viewer import server\n",
     "viewer/server.py": "import json\nfrom aiohttp import web\nfrom .. import api\nfrom ..errors import E\n",
 }
+#: a module for each ranked layer CLEAN leaves out, where the package has it (a module or a package)
+CLEAN.update({(f"{layer}.py" if (PACKAGE / f"{layer}.py").is_file() else f"{layer}/m.py"): "import os\n"
+              for layer in RANKS if layer and not any(f.split("/")[0].removesuffix(".py") == layer for f in CLEAN)})
+
+
+def _plant(src: str, dst: str) -> dict[str, str]:
+    """A module of layer ``src`` importing layer ``dst`` (a function-level import: those count too)."""
+    if not src:
+        path, dots = "__init__.py", "."
+    elif (PACKAGE / f"{src}.py").is_file():
+        path, dots = f"{src}.py", "."
+    else:
+        path, dots = f"{src}/planted.py", ".."
+    text = f"def f():\n    from {dots} import {dst}\n" if dst else f"def f():\n    from {dots} import E\n"
+    return {path: text}
+
+
+def _boundaries() -> list[tuple[str, str]]:
+    """One upward import across each rank boundary: a layer of rank r importing one of rank r + 1."""
+    by_rank: dict[int, list[str]] = {}
+    for layer, rank in RANKS.items():
+        by_rank.setdefault(rank, []).append(layer)
+    ranks = sorted(by_rank)
+    return [(by_rank[r][0], by_rank[up][0]) for r, up in zip(ranks, ranks[1:])]
 
 
 def test_a_clean_tree_passes(tmp_path):
@@ -63,10 +98,10 @@ def test_a_clean_tree_passes(tmp_path):
         ({"backends/hf.py": "from ..config.models import RunSpec\n"}, "backends/ imports only"),
         ({"compare/diff.py": "def f():\n    from ..pipeline import driver\n"}, "compare/ imports only"),
         ({"report/html.py": "from ..actors.score import E\n"}, "report/ imports only"),
-        ({"actors/score.py": "def f():\n    from ..pipeline.plan import math\n"}, "actors/ never imports pipeline/"),
+        ({"actors/score.py": "def f():\n    from ..pipeline.plan import math\n"}, "a layer imports only lower ranks"),
         ({"store/base.py": "import ray.data\n"}, "import ray"),
         ({"cli/main.py": "from ..pipeline.driver import E\n"}, "cli/ imports only"),
-        ({"store/db.py": "from ..api import E\n"}, "only the facade and the CLI import api.py"),
+        ({"store/db.py": "from ..api import E\n"}, "a layer imports only lower ranks"),  # api ranks 10
         ({"viewer/server.py": "from ..report.browse import E\n"}, "viewer/ imports only"),
         ({"viewer/server.py": "import pyarrow\n"}, "viewer/ imports only the standard library and aiohttp"),
         ({"metrics/rag.py": "from .text import _helper\n"}, "no private name from another module"),
@@ -78,6 +113,36 @@ def test_a_planted_violation_is_found(tmp_path, planted, rule):
     violations = check(scan(_tree(tmp_path, {**CLEAN, **planted})))
     assert [v for v in violations if v.rule.startswith(rule) or rule in v.rule], violations
     assert len(violations) == 1, violations
+
+
+@pytest.mark.parametrize("src, dst", list(dict.fromkeys(_boundaries() + [
+    # the upward imports the ranks were written to stop (each was accepted before them)
+    ("store", "pipeline"), ("agents", "backends"), ("config", "actors"), ("data", "report"),
+    ("judges", "pipeline"), ("integrations", "cli"), ("pipeline", "lmeval"),
+    ("data", "sources"),  # siblings: one rank, neither imports the other
+])), ids=lambda layer: layer or "pkg")
+def test_a_planted_upward_import_is_found_at_every_rank_boundary(tmp_path, src, dst):
+    violations = check(scan(_tree(tmp_path, {**CLEAN, **_plant(src, dst)})))
+    assert len(violations) == 1, violations
+    assert f"imports {dst}" in violations[0].detail or (not dst and "imports pkg" in violations[0].detail), violations
+
+
+def test_the_boundaries_cover_every_rank():
+    assert len(_boundaries()) == len(set(RANKS.values())) - 1
+
+
+def test_a_type_checking_upward_import_is_found(tmp_path):
+    files = {**CLEAN, "store/planted.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                          "    from ..pipeline.driver import E\n"}
+    assert [v.rule for v in check(scan(_tree(tmp_path, files)))] == ["a layer imports only lower ranks"]
+
+
+@pytest.mark.parametrize("new", ["newlayer/mod.py", "newmodule.py"])
+def test_an_unranked_module_fails_until_it_is_ranked(tmp_path, new):
+    violations = check(scan(_tree(tmp_path, {**CLEAN, new: "from .errors import E\n" if "/" not in new
+                                                        else "from ..errors import E\n"})))
+    assert [v.rule for v in violations] == ["every module has a rank"], violations
+    assert new.split("/")[0].removesuffix(".py") in violations[0].detail
 
 
 def test_a_type_checking_import_closes_a_cycle_too(tmp_path):

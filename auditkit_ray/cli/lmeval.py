@@ -61,7 +61,7 @@ def add_parsers(sub: Any) -> None:
                     "store (per-sample table included), so `compare` and `leaderboard` work on it. Needs the lmeval "
                     "extra: pip install 'auditkit-ray[lmeval]'.")
     p.add_argument("--tasks", required=True, help="comma-separated lm-eval task names (the tasks in "
-                                                  "auditkit_ray/integrations/lmeval_tasks are always found)")
+                                                  "auditkit_ray/lmeval/tasks are always found)")
     p.add_argument("--model", required=True, help="local HF-format checkpoint directory")
     p.add_argument("--engine", choices=["lm_eval", "pipeline"], default="lm_eval",
                    help="lm_eval: lm_eval.simple_evaluate in this process (default); pipeline: the task's requests "

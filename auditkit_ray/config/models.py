@@ -4,7 +4,7 @@
 built from the backend registry (a backend registered later rebuilds the
 models, so a file using it validates at once).
 Which fields change the numbers (and so enter the fingerprint) is decided in
-``auditkit_ray.config.identity``; execution, storage and experiment settings
+``auditkit_ray.pipeline.identity``; execution, storage and experiment settings
 do not.
 """
 

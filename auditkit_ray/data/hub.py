@@ -7,7 +7,7 @@ A Hub dataset is read once per process and its revision resolved to the
 commit sha the builder loaded (with ``HF_HUB_OFFLINE=1``, the cached one), so
 the dataset fingerprint and the samples come from one resolution. A local
 repository has no commits: its identity is its files' content hash
-(``config.identity``).
+(``pipeline.identity``).
 """
 
 from __future__ import annotations

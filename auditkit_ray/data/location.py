@@ -7,7 +7,7 @@ an ``s3://bucket/key`` is never turned into a ``Path`` (which would fold its
 the run file (``dataset.endpoint_url``, ``dataset.region``) or the AWS
 environment, the credentials only from the environment.
 
-An S3 location's ``content_hash`` is computed by ``config.identity.hash_path``'s
+An S3 location's ``content_hash`` is computed by ``pipeline.identity.hash_path``'s
 rule (an object: its bytes alone; a prefix: each object's name relative to it,
 then its bytes), so the same files locally and on S3 have the same dataset
 fingerprint, whatever the file and the object are called.
@@ -145,7 +145,7 @@ class S3Location(Location):
         return self._stat().type == FileType.Directory
 
     def _files(self) -> list[Any]:
-        """Every object under the prefix, by name relative to it, as ``config.identity.hash_path`` orders them."""
+        """Every object under the prefix, by name relative to it, as ``pipeline.identity.hash_path`` orders them."""
         from pyarrow.fs import FileSelector, FileType
 
         try:
@@ -206,7 +206,7 @@ class S3Location(Location):
         return DataError(f"{name}: no such object or prefix in bucket {bucket!r}")
 
     def content_hash(self) -> str:
-        """SHA-256 as ``config.identity.hash_path`` computes it for the same files on disk; cached
+        """SHA-256 as ``pipeline.identity.hash_path`` computes it for the same files on disk; cached
         per (object, size, modification time) within the process."""
         if self.is_dir():
             root = self.key + "/"

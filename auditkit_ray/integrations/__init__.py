@@ -1,1 +1,1 @@
-"""Optional integrations (MLflow; lm-evaluation-harness later)."""
+"""Sinks a run's results are mirrored to (MLflow). The lm-eval bridge is ``auditkit_ray.lmeval``."""

@@ -33,7 +33,7 @@ class RunIdentity:
     run_fp: str
     gen_fp: str
     dataset_fp: str
-    #: the model's identity (``config.identity.model_identity``), secrets included: for reading, never for writing
+    #: the model's identity (``pipeline.identity.model_identity``), secrets included: for reading, never for writing
     model: dict[str, Any]
     #: the same, secrets redacted: what the result records as its backend
     backend: dict[str, Any]
@@ -42,14 +42,14 @@ class RunIdentity:
 
     @classmethod
     def of(cls, spec: RunSpec) -> RunIdentity:
-        from ..config.identity import (
+        from ..core.secrets import redact
+        from .identity import (
             dataset_fingerprint,
             generation_fingerprint,
             model_identity,
             redacted_config,
             run_fingerprint,
         )
-        from ..core.secrets import redact
 
         model = model_identity(spec)
         return cls(run_fp=run_fingerprint(spec), gen_fp=generation_fingerprint(spec),
@@ -217,7 +217,7 @@ def rows_key(spec: RunSpec) -> str:
     reads and validates its dataset once (``build_plan(shared=...)``)."""
     import json
 
-    from ..config.identity import dataset_identity
+    from .identity import dataset_identity
 
     return json.dumps({"dataset": dataset_identity(spec), "prompt": spec.prompt.model_dump(mode="json"),
                        "retrieval": spec.retrieval.model_dump(mode="json") if spec.retrieval else None,
@@ -293,9 +293,9 @@ def build_plan(spec: RunSpec, store: ResultStore, *, in_tasks: bool = False, add
 def unplanned(spec: RunSpec) -> Plan:
     """A placeholder plan for a run that could not be planned (its checkpoint is missing: ``model_problem``):
     no shards, and a fingerprint of its configuration alone (the real one needs the checkpoint's files)."""
-    from ..config.identity import redacted_config
     from ..core.fingerprint import fingerprint
     from ..store.base import open_store
+    from .identity import redacted_config
 
     config = redacted_config(spec)
     fp = fingerprint({"unplanned": config})

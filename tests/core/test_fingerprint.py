@@ -4,8 +4,8 @@ import pytest
 import yaml
 
 from auditkit_ray.config import run_spec_from_dict
-from auditkit_ray.config.identity import generation_fingerprint, run_fingerprint
 from auditkit_ray.core.fingerprint import canonical_json, fingerprint
+from auditkit_ray.pipeline.identity import generation_fingerprint, run_fingerprint
 
 BASE = {
     "name": "fp",
@@ -147,8 +147,8 @@ def test_ordinary_key_names_are_not_secret(key):
 
 
 def test_secret_from_env_in_backend_settings_is_absent_from_fingerprint_and_stored_config(base, monkeypatch):
-    from auditkit_ray.config.identity import generation_payload, redacted_config
     from auditkit_ray.config.loader import expand_env
+    from auditkit_ray.pipeline.identity import generation_payload, redacted_config
 
     secret = "tok-ABCDEF-987654"
     monkeypatch.setenv("MY_SERVICE_TOKEN", secret)

@@ -11,9 +11,9 @@ from image_data import image_dataset, png
 
 from auditkit_ray import DataError
 from auditkit_ray.adapters.prompt import PromptAdapter
-from auditkit_ray.config.identity import dataset_identity, generation_fingerprint
 from auditkit_ray.config.models import RunSpec
 from auditkit_ray.data import load_samples
+from auditkit_ray.pipeline.identity import dataset_identity, generation_fingerprint
 from auditkit_ray.pipeline.plan import check_dataset
 
 

@@ -154,7 +154,7 @@ def test_sdist_and_wheel_build_and_carry_the_package_data(built):
     sdist, wheel = built
     names = zipfile.ZipFile(wheel).namelist()
     assert "auditkit_ray/py.typed" in names
-    assert any(n.startswith("auditkit_ray/integrations/lmeval_tasks/") and n.endswith(".yaml") for n in names)
+    assert any(n.startswith("auditkit_ray/lmeval/tasks/") and n.endswith(".yaml") for n in names)
     entry_points = zipfile.ZipFile(wheel).read(f"auditkit_ray-{VERSION}.dist-info/entry_points.txt").decode()
     assert "auditkit-ray = auditkit_ray.cli:entrypoint" in entry_points
     with tarfile.open(sdist) as tar:

@@ -152,8 +152,8 @@ def test_api_bad_input_is_error_or_unknown_with_a_reason_never_zero_and_counted(
 def test_the_api_key_never_reaches_results_table_or_fingerprint(make_spec, tmp_path, monkeypatch):
     import pyarrow.parquet as pq
 
-    from auditkit_ray.config.identity import generation_payload, run_payload
     from auditkit_ray.core.fingerprint import canonical_json
+    from auditkit_ray.pipeline.identity import generation_payload, run_payload
 
     monkeypatch.setenv("AK_TEST_PLANTED_KEY", KEY)
     faults = [{"match": "What is 2 plus", "status": 400, "message": f"Incorrect API key provided: {KEY}"}]

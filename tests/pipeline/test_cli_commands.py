@@ -67,7 +67,7 @@ def test_sweep_dry_run_prints_the_plan_without_running(make_spec, tmp_path, caps
 
 def test_provenance_of_a_pruned_checkpoint_reaches_metadata_and_fingerprint(make_spec, tiny_grid):
     from auditkit_ray.api import evaluate
-    from auditkit_ray.config.identity import run_fingerprint
+    from auditkit_ray.pipeline.identity import run_fingerprint
 
     hf = {"type": "hf", "path": str(tiny_grid["p50"]), "batch_size": 8}
     spec = make_spec(model=hf, generation={"max_new_tokens": 2}, dataset={"limit": 8})

@@ -14,7 +14,7 @@ import yaml
 
 from auditkit_ray.api import evaluate
 from auditkit_ray.cli import main
-from auditkit_ray.config.identity import dataset_fingerprint, dataset_identity, hash_path
+from auditkit_ray.pipeline.identity import dataset_fingerprint, dataset_identity, hash_path
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 

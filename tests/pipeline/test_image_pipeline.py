@@ -146,7 +146,7 @@ def test_s3_images_reach_the_api_server_byte_for_byte_and_the_table_keeps_their_
 
 
 def test_a_changed_s3_image_changes_the_generation_fingerprint(make_spec, tmp_path, s3_server, s3_bucket):
-    from auditkit_ray.config.identity import dataset_identity, generation_fingerprint
+    from auditkit_ray.pipeline.identity import dataset_identity, generation_fingerprint
 
     data, _, c = _s3_images_dataset(tmp_path / "data", s3_server["url"], s3_bucket)
     spec = make_spec(data=data, model={"type": "api", "base_url": "http://127.0.0.1:9/v1", "model": "m"},

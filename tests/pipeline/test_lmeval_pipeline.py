@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("lm_eval", reason="the lm-eval bridge needs the 'lmeval' extra")
 
 from auditkit_ray.api import samples_table  # noqa: E402
-from auditkit_ray.integrations.lmeval import run_lmeval  # noqa: E402
+from auditkit_ray.lmeval import run_lmeval  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 

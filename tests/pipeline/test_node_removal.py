@@ -105,7 +105,7 @@ def two_node_cluster():
 def test_worker_node_removed_mid_run_ends_with_the_uninterrupted_result(
     two_node_cluster, make_spec, tmp_path, rows, numbers, ray_cluster, replaced
 ):
-    from auditkit_ray.config.identity import generation_fingerprint
+    from auditkit_ray.pipeline.identity import generation_fingerprint
 
     slow = {"type": "simulated", "fixed_cost_s": 1.0, "per_token_s": 0.0, "output": "prompt"}
     execution = {"shard_size": 2, "generation_actors": 2, "scoring_actors": 1}

@@ -174,7 +174,7 @@ def test_dataset_that_is_not_utf8_names_the_file_and_line(make_spec, tmp_path):
 
 def test_partial_temporary_files_are_never_read_as_complete(make_spec, tmp_path):
     spec = make_spec()
-    from auditkit_ray.config.identity import run_fingerprint
+    from auditkit_ray.pipeline.identity import run_fingerprint
 
     shards = tmp_path / "store" / "runs" / run_fingerprint(spec) / "s8"
     shards.mkdir(parents=True)
@@ -227,7 +227,7 @@ def test_resume_after_driver_kill_matches_uninterrupted_run(make_spec, tmp_path,
 
 
 def spec_fingerprint(spec):
-    from auditkit_ray.config.identity import run_fingerprint
+    from auditkit_ray.pipeline.identity import run_fingerprint
 
     return run_fingerprint(spec)
 

@@ -45,7 +45,7 @@ def test_s3_run_resumed_by_a_second_process_reads_back_equal(
         "--quiet",
     ]
     s3 = S3Store(store["path"], endpoint_url=s3_server["url"])
-    from auditkit_ray.config.identity import run_fingerprint
+    from auditkit_ray.pipeline.identity import run_fingerprint
 
     shards = f"runs/{run_fingerprint(spec)}/s2"
     first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -82,7 +82,7 @@ def test_store_unreachable_for_a_while_then_back_gives_the_same_result(make_spec
     slow = {"type": "simulated", "fixed_cost_s": 0.2, "per_token_s": 0.0, "output": "prompt"}
     spec = make_spec(model=slow, execution={"shard_size": 2}, store=store)
     direct = S3Store(f"s3://{s3_bucket}/flaky", endpoint_url=s3_server["url"])
-    from auditkit_ray.config.identity import run_fingerprint
+    from auditkit_ray.pipeline.identity import run_fingerprint
 
     shards = f"runs/{run_fingerprint(spec)}/s2"
     outage = {}

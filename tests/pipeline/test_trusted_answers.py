@@ -73,7 +73,7 @@ def test_changing_a_target_rescoring_reuses_every_generation(tmp_path):
     assert scores["q07"] == 0.0 and sum(scores.values()) == 29.0
     # a template that shows the target to the model, or a backend that reads it, generates again
     from auditkit_ray.api import as_run_spec
-    from auditkit_ray.config.identity import generation_fingerprint
+    from auditkit_ray.pipeline.identity import generation_fingerprint
 
     def gen_fp(answers: dict, **over) -> str:
         spec = as_run_spec(_targets_run(tmp_path / str(len(answers) + len(over)), answers, **over))

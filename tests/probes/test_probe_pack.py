@@ -99,7 +99,7 @@ def test_kinds_and_template_ids_select_the_probes_and_an_unknown_id_is_a_config_
 
 
 def test_probe_settings_enter_the_fingerprints_and_a_run_without_them_keeps_its_own(tmp_path):
-    from auditkit_ray.config.identity import dataset_identity, generation_fingerprint, run_fingerprint
+    from auditkit_ray.pipeline.identity import dataset_identity, generation_fingerprint, run_fingerprint
 
     data = tmp_path / "d.jsonl"
     data.write_text('{"id": "a", "question": "q", "answer": "1"}\n')

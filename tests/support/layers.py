@@ -132,13 +132,37 @@ class Violation:
         return f"{self.where}: {self.rule}: {self.detail}"
 
 
-#: layer -> the package layers it may import (itself, errors and _version always allowed)
+#: every layer of the package (a top-level module or package, "" for the package's ``__init__``) and its
+#: rank: a layer imports only layers of a lower rank (and itself); two layers of one rank are siblings and
+#: import neither each other nor anything above. A module of a layer not listed here fails the test until
+#: it is given a rank. docs/architecture.md draws this order from the imports (tests/docs).
+RANKS: dict[str, int] = {
+    "errors": 0, "_version": 0,  # importable from anywhere
+    "core": 1,  # contracts, registries, fingerprints
+    # domain code over core alone
+    "agents": 2, "probes": 2, "adapters": 2, "init_templates": 2,
+    # over the agents' shared code; config is the strict models (core, the backend registry, probe packs)
+    "backends": 3, "metrics": 3, "annotators": 3, "oracles": 3, "config": 3,
+    # the result store (its cache tool reads the api backend's default cache path), and what reads a config
+    "store": 4, "catalogue": 4, "k8s": 4, "testing": 4,
+    # over the store: dataset locations, model sources, comparisons, result sinks, trace inspection
+    "data": 5, "sources": 5, "compare": 5, "integrations": 5, "trace_inspect": 5,
+    "rag": 6, "report": 6, "judges": 6,
+    "actors": 7,  # what runs inside Ray actors
+    "pipeline": 8,  # the driver side
+    "lmeval": 9,  # lm-eval tasks, run directly or through the pipeline
+    "api": 10, "": 11,  # the facade
+    "viewer": 12, "cli": 13,  # the front ends
+}
+#: layer -> the package layers it may import (itself, errors and _version always allowed): narrower than the
+#: ranks below it, for the layers whose whole point is to stand on little (checked against RANKS)
 INTERNAL_ALLOWED: dict[str, set[str]] = {
     "core": set(),
     "metrics": {"core", "agents"},
     "annotators": {"core", "agents"},
     "oracles": {"core", "agents"},
     "backends": {"core", "agents"},
+    "config": {"core", "probes"},
     "sources": {"core", "store"},
     "compare": {"core", "store"},
     "report": {"core", "store", "compare"},
@@ -149,30 +173,41 @@ INTERNAL_ALLOWED: dict[str, set[str]] = {
 #: third-party packages core/ may import
 CORE_THIRD_PARTY = {"pydantic", "pydantic_core", "yaml", "orjson"}
 #: layers that may import ray
-RAY_LAYERS = {"pipeline", "actors", "integrations"}
-#: modules of pipeline/ that actors/ may not import: all of them (the driver side)
-FACADE_IMPORTERS = {"", "cli", "viewer"}
+RAY_LAYERS = {"pipeline", "actors", "lmeval"}
 #: third-party packages viewer/ may import
 VIEWER_THIRD_PARTY = {"aiohttp"}
 
 
+def _rank_name(layer: str) -> str:
+    return f"{layer}/" if layer else "the package's __init__"
+
+
 def check(scan_: Scan) -> list[Violation]:
     out: list[Violation] = []
+    root = scan_.modules[""].parent
+    for layer in sorted({scan_.layer(m) for m in scan_.modules} - set(RANKS)):
+        first = min(m for m in scan_.modules if scan_.layer(m) == layer)
+        out.append(Violation("every module has a rank", str(scan_.modules[first].relative_to(root)),
+                             f"{layer!r} is not in tests/support/layers.py RANKS: give it the rank of what it "
+                             f"imports plus one"))
     for imp in scan_.imports:
-        where = f"{scan_.modules[imp.source].relative_to(scan_.modules[''].parent)}:{imp.lineno}"
+        where = f"{scan_.modules[imp.source].relative_to(root)}:{imp.lineno}"
         src = scan_.layer(imp.source)
         top = imp.target.split(".", 1)[0]
         if imp.internal:
             dst = scan_.layer(imp.target)
             allowed = INTERNAL_ALLOWED.get(src)
-            if allowed is not None and dst not in allowed | ANYWHERE | {src}:
-                out.append(Violation(f"{src or 'the package'}/ imports only {sorted(allowed | ANYWHERE)}", where,
-                                     f"imports {imp.target or scan_.package}"))
-            if src == "actors" and dst == "pipeline":
-                out.append(Violation("actors/ never imports pipeline/ (the driver side)", where,
-                                     f"imports {imp.target}"))
-            if dst == "api" and src not in FACADE_IMPORTERS | {"api"}:
-                out.append(Violation("only the facade and the CLI import api.py", where, f"{imp.source} imports api"))
+            if dst == src or dst in ANYWHERE:
+                pass
+            elif allowed is not None:
+                if dst not in allowed:
+                    out.append(Violation(f"{src or 'the package'}/ imports only {sorted(allowed | ANYWHERE)}", where,
+                                         f"imports {imp.target or scan_.package}"))
+            elif src in RANKS and dst in RANKS and RANKS[dst] >= RANKS[src]:
+                kind = "a sibling" if RANKS[dst] == RANKS[src] else "a higher"
+                out.append(Violation("a layer imports only lower ranks", where,
+                                     f"{_rank_name(src)} (rank {RANKS[src]}) imports {imp.target or scan_.package}, "
+                                     f"{kind} layer (rank {RANKS[dst]})"))
             if imp.private_name:
                 out.append(Violation("no private name from another module", where,
                                      f"imports {imp.private_name} from {imp.target}"))
@@ -187,6 +222,33 @@ def check(scan_: Scan) -> list[Violation]:
                 out.append(Violation(f"only {sorted(RAY_LAYERS)} import ray", where, f"imports {imp.target}"))
     out.extend(cycles(scan_))
     return out
+
+
+def layer_graph(scan_: Scan) -> dict[str, set[str]]:
+    """layer -> the other layers it imports (``errors`` and ``_version``, importable anywhere, left out)."""
+    graph: dict[str, set[str]] = {scan_.layer(m): set() for m in scan_.modules if scan_.layer(m) not in ANYWHERE}
+    for imp in scan_.imports:
+        src, dst = scan_.layer(imp.source), scan_.layer(imp.target)
+        if imp.internal and src != dst and src in graph and dst in graph:
+            graph[src].add(dst)
+    return graph
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    """The layers ``start`` reaches through one or more arrows."""
+    seen: set[str] = set()
+    todo = list(graph.get(start, ()))
+    while todo:
+        node = todo.pop()
+        if node not in seen:
+            seen.add(node)
+            todo.extend(graph.get(node, ()))
+    return seen
+
+
+def reduced(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The arrows no longer path implies (the transitive reduction of an acyclic graph): what a diagram draws."""
+    return {a: {b for b in bs if not any(b in reachable(graph, c) for c in bs - {b})} for a, bs in graph.items()}
 
 
 def cycles(scan_: Scan) -> list[Violation]:

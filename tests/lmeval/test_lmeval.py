@@ -16,8 +16,8 @@ from auditkit_ray.core.metric import Direction
 pytest.importorskip("lm_eval", reason="the lm-eval bridge needs the 'lmeval' extra")
 
 from auditkit_ray.api import samples_table  # noqa: E402
-from auditkit_ray.integrations.lmeval import run_lmeval  # noqa: E402
-from auditkit_ray.integrations.lmeval_support import TASKS_DIR, TaskOptions, load_tasks, task_identity  # noqa: E402
+from auditkit_ray.lmeval import run_lmeval  # noqa: E402
+from auditkit_ray.lmeval.support import TASKS_DIR, TaskOptions, load_tasks, task_identity  # noqa: E402
 
 GEN, MC = "auditkit_arith_gen", "auditkit_arith_mc"
 
@@ -173,7 +173,7 @@ def test_without_the_extra_the_command_names_the_pip_install(tmp_path):
 
 
 def test_the_bridge_modules_import_without_lm_eval_or_torch():
-    code = ("import sys, auditkit_ray.integrations.lmeval, auditkit_ray.integrations.lmeval_metric, "
+    code = ("import sys, auditkit_ray.lmeval, auditkit_ray.lmeval.metric, "
             "auditkit_ray.cli.lmeval;"
             "print(','.join(m for m in ('lm_eval', 'torch', 'datasets', 'ray', 'pyarrow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

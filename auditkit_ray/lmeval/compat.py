@@ -63,7 +63,7 @@ def _private(what: str, get: Callable[[], T]) -> T:
         return get()
     except (ImportError, AttributeError) as exc:
         raise LmEvalCompatError(f"lm-eval {lm_eval_version()} has no {what} ({type(exc).__name__}: {exc}); "
-                                f"auditkit-ray's lm-eval adapter (integrations/lmeval_compat.py) was written for "
+                                f"auditkit-ray's lm-eval adapter (lmeval/compat.py) was written for "
                                 f"lm-eval {_range()}") from None
 
 

@@ -1,4 +1,4 @@
-"""Helpers of the lm-evaluation-harness bridge (``auditkit_ray.integrations.lmeval``):
+"""Helpers of the lm-evaluation-harness bridge (``auditkit_ray.lmeval``):
 loading lm-eval tasks, their identity, per-sample scores in our ``Score``
 form, and task-level summaries from lm-eval's own aggregation functions.
 
@@ -16,17 +16,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..config.identity import hash_path
 from ..core.aggregate import MeanStats, summarize
 from ..core.fingerprint import fingerprint
 from ..core.metric import Direction
 from ..core.result import MetricSummary
 from ..core.types import Score, Status
 from ..errors import ConfigError
-from .lmeval_compat import import_lm_eval, load_task_yaml
+from ..pipeline.identity import hash_path
+from .compat import import_lm_eval, load_task_yaml
 
 #: the tasks that ship with auditkit-ray (always on the include path)
-TASKS_DIR = Path(__file__).resolve().with_name("lmeval_tasks")
+TASKS_DIR = Path(__file__).resolve().with_name("tasks")
 #: ``datasets`` builders that read local files named in ``data_files``
 LOCAL_BUILDERS = frozenset({"json", "csv", "parquet", "text", "arrow"})
 #: lm-eval bootstraps these with at most 100 resamples (as its evaluator does)

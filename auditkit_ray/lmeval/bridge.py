@@ -39,8 +39,8 @@ from .._version import __version__
 from ..core.fingerprint import fingerprint
 from ..core.result import Perf, RunResult
 from ..errors import ConfigError
-from .lmeval_compat import import_lm_eval, lm_eval_version
-from .lmeval_support import (
+from .compat import import_lm_eval, lm_eval_version
+from .support import (
     TaskOptions,
     collect_items,
     dataset_fingerprint,
@@ -144,7 +144,7 @@ def run_lmeval(
     ``engine="pipeline"`` give task names).
 
     ``include_path``: folders of more task YAMLs (the tasks shipped in
-    ``auditkit_ray/integrations/lmeval_tasks`` are always found).
+    ``auditkit_ray/lmeval/tasks`` are always found).
     ``num_fewshot``, ``limit``, ``seed`` (one number for all four of lm-eval's
     seeds, or four: python, numpy, torch, few-shot) and ``bootstrap_iters``
     mean what they mean to lm-eval. ``batch_size`` defaults to lm-eval's 1
@@ -227,7 +227,7 @@ def _run_direct(loaded: Any, *, path: Path, seeds: tuple, opts: TaskOptions, lim
                 device: str) -> list[RunResult]:
     import lm_eval
 
-    from ..config.identity import model_identity
+    from ..pipeline.identity import model_identity
 
     # lm-eval takes devices such as "cuda:1"; the device is not part of the identity
     kind = "cuda" if device.startswith("cuda") else ("cpu" if device == "cpu" else "auto")
@@ -443,10 +443,10 @@ def _run_pipeline(loaded: Any, *, path: Path, seeds: tuple, opts: TaskOptions, l
                   store: Any, store_path: str, bootstrap_iters: int, index: bool, batch_size: int, device: str,
                   address: str | None, shard_size: int, generation_actors: int, execution: dict, data_dir: Path,
                   progress: bool) -> list[RunResult]:
-    from ..config.identity import run_fingerprint
     from ..config.loader import run_spec_from_dict
     from ..pipeline.driver import evaluate_specs
-    from .lmeval_metric import REF
+    from ..pipeline.identity import run_fingerprint
+    from .metric import REF
 
     lm_version = lm_eval_version()
     model = _model_spec(path, dtype, batch_size, device, trust_remote_code).model_dump(mode="json")

@@ -16,7 +16,7 @@ def lmeval_store(tmp_path_factory) -> Path:
 def direct_runs(tiny_model, lmeval_store):
     """Both bundled tasks through the real lm_eval.simple_evaluate on the tiny model."""
     pytest.importorskip("lm_eval", reason="the lm-eval bridge needs the 'lmeval' extra")
-    from auditkit_ray.integrations.lmeval import run_lmeval
+    from auditkit_ray.lmeval import run_lmeval
 
     runs = run_lmeval(TASKS, tiny_model, store=str(lmeval_store), data_dir=str(lmeval_store / "data"))
     return dict(zip(TASKS, runs))

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from .._version import __version__
+from ..config.models import RunSpec
 from ..core.fingerprint import fingerprint
 from ..core.registry import build_metric
-from .models import RunSpec
 
 _HASH_CACHE: dict[tuple, str] = {}
 

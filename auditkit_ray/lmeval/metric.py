@@ -16,7 +16,7 @@ from typing import Any
 from ..core.metric import Direction, Metric
 from ..core.types import Generation, Sample, Score
 
-REF = "auditkit_ray.integrations.lmeval_metric:LMEvalTaskMetric"
+REF = "auditkit_ray.lmeval.metric:LMEvalTaskMetric"
 
 _TASKS: dict[tuple, Any] = {}  # per process: (task, options) -> Task
 
@@ -44,8 +44,8 @@ class LMEvalTaskMetric(Metric):
 
     # ------------------------------------------------------------------ the task
     def _task(self) -> Any:
-        from .lmeval_compat import lm_eval_version
-        from .lmeval_support import TaskOptions, load_tasks, task_identity
+        from .compat import lm_eval_version
+        from .support import TaskOptions, load_tasks, task_identity
 
         p = self.params
         opts = TaskOptions(tuple(p["include_path"]), p["num_fewshot"], p["fewshot_seed"])
@@ -63,8 +63,8 @@ class LMEvalTaskMetric(Metric):
         return _TASKS[key]
 
     def metric_names(self, task: Any) -> list[str]:
-        from .lmeval_compat import task_filters
-        from .lmeval_support import score_name
+        from .compat import task_filters
+        from .support import score_name
 
         filters = [f.name for f in task_filters(task)] or ["none"]
         return [score_name(m, f) for f in filters for m in (task.aggregation() or {})]
@@ -76,8 +76,8 @@ class LMEvalTaskMetric(Metric):
     def score_group(self, sample: Sample, generations: list[Generation], contexts: list[dict]) -> list[Score]:
         from lm_eval.api.instance import Instance
 
-        from .lmeval_compat import task_filters
-        from .lmeval_support import doc_scores
+        from .compat import task_filters
+        from .support import doc_scores
 
         task = self._task()
         failed = next((g.error for g in generations if g.error), None)
