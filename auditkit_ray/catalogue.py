@@ -7,8 +7,9 @@ listed under their own kinds. A backend's required fields are the settings a
 run file must give; a metric's are the Sample/Generation fields it reads
 (``Metric.requires``); an annotator's are its required settings. ``extra`` is
 the extra beyond the base install (``pip install 'auditkit-ray[EXTRA]'``),
-``None`` when the base install is enough; a user's metric class may declare
-its own as ``extra = "..."``.
+``None`` when the base install is enough; a backend's settings class says its
+own (``BackendSettings.extra``), and a user's metric class may declare its own
+as ``extra = "..."``.
 """
 
 from __future__ import annotations
@@ -20,11 +21,8 @@ from .errors import ConfigError
 
 KINDS = ("backend", "metric", "annotator", "judge", "oracle")
 
-#: the extra each built-in needs beyond the base install (kind, name) -> extra
+#: the extra each built-in metric, judge and annotator needs beyond the base install (kind, name) -> extra
 EXTRAS: dict[tuple[str, str], str] = {
-    ("backend", "hf"): "hf",
-    ("backend", "vllm"): "vllm",
-    ("backend", "api"): "api",
     **{("metric", n): "metrics" for n in ("bleu", "chrf", "ter", "rouge", "rouge1", "rouge2", "rougeL", "rougeLsum",
                                           "wer", "json_schema_match", "tool_call_validity")},
     ("metric", "bertscore"): "bertscore",
@@ -80,7 +78,7 @@ def _backends() -> list[dict[str, Any]]:
                         "extra": None, "description": f"(cannot load: {exc})"})
             continue
         out.append({"kind": "backend", "name": t, "direction": None, "family": None,
-                    "requires": _required_settings(settings), "extra": EXTRAS.get(("backend", t)),
+                    "requires": _required_settings(settings), "extra": settings.extra,
                     "description": _doc(settings)})
     return out
 

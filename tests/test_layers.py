@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from layers import INTERNAL_ALLOWED, RANKS, check, scan
+from layers import INTERNAL_ALLOWED, RANKS, check, scan, type_comparisons
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "auditkit_ray"
@@ -149,3 +149,38 @@ def test_a_type_checking_import_closes_a_cycle_too(tmp_path):
     files = {**CLEAN, "store/base.py": "from .s3 import S3\n",
              "store/s3.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .base import Base\n"}
     assert [v.rule for v in check(scan(_tree(tmp_path, files)))] == ["no import cycle"]
+
+
+#: where a backend's type may be compared: the backends themselves and the registry
+TYPE_HOMES = ("backends/", "core/backends.py")
+
+
+def _builtin_types() -> set[str]:
+    from auditkit_ray.core.backends import backend_types
+
+    return set(backend_types())
+
+
+def test_no_backend_type_is_compared_outside_the_backends():
+    violations = type_comparisons(PACKAGE, _builtin_types(), TYPE_HOMES)
+    assert not violations, "\n".join(map(str, violations))
+
+
+@pytest.mark.parametrize("line", [
+    'if spec.model.type in ("hf", "vllm"):\n    pass\n',
+    'x = 1 if run["backend"] == "api" else 0\n',
+    'ok = backend != "precomputed"\n',
+    'ok = r.get("backend") == "agent"\n',
+])
+def test_a_planted_type_comparison_is_found(tmp_path, line):
+    (tmp_path / "pipeline").mkdir()
+    (tmp_path / "pipeline" / "plan.py").write_text(line)
+    (tmp_path / "backends").mkdir()
+    (tmp_path / "backends" / "hf.py").write_text(line)  # at home: allowed
+    assert [v.where for v in type_comparisons(tmp_path, _builtin_types(), TYPE_HOMES)] == ["pipeline/plan.py:1"]
+
+
+def test_comparisons_of_other_types_are_not_backend_types(tmp_path):
+    (tmp_path / "m.py").write_text('a = r.retriever == "precomputed"\nb = spec.type == "regex"\n'
+                                   'c = err["type"] == "missing"\n')
+    assert type_comparisons(tmp_path, _builtin_types(), TYPE_HOMES) == []

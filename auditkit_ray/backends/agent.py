@@ -90,6 +90,9 @@ class AgentSettings(BackendSettings):
             raise ValueError(f"callable must be 'package.module:function', got {self.callable!r}")
         return self
 
+    def calls_tools(self) -> bool:
+        return True  # each step's request carries the sample's tools
+
 
 class AgentError(Exception):
     """The agent could not be reached or answered with something unreadable."""

@@ -204,6 +204,7 @@ class APISettings(BackendSettings):
         "api_key", "max_concurrency", "requests_per_second", "timeout_s", "max_retries", "backoff_s",
         "max_backoff_s", "prices", "cache", "cache_path", "batch_size"})
     secret_maps: ClassVar[tuple[str, ...]] = ("headers",)
+    extra: ClassVar[str | None] = "api"
 
     @model_validator(mode="after")
     def _check(self) -> "APISettings":
@@ -236,6 +237,16 @@ class APISettings(BackendSettings):
 
     def takes_images(self) -> bool:
         return self.endpoint == "chat"  # image_url content parts; /completions takes text only
+
+    def images_advice(self) -> str:
+        return "with endpoint 'completions' (use endpoint: chat)"
+
+    def calls_tools(self) -> bool:
+        return True  # the sample's tools go to the server as the request's tools
+
+    @classmethod
+    def caches_responses(cls) -> bool:
+        return True
 
     def fetches_image_urls(self) -> bool:
         return self.endpoint == "chat"  # the server fetches an https image itself

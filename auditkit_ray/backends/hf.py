@@ -25,6 +25,7 @@ from ..core.backends import CheckpointSettings
 from ..core.types import Generation
 from ..errors import MissingExtraError, RunError
 from .base import Backend, Request
+from .hf_vision import TEXT_CHECKPOINT_ADVICE
 from .seeds import seed63
 from .tokens import encode_pair, encode_prompt, encode_prompts
 from .transformers_compat import skip_sklearn_import
@@ -49,6 +50,7 @@ class HFSettings(CheckpointSettings):
 
     # batch composition is fixed by the shard, so batch_size stays in identity
     not_in_identity: ClassVar[frozenset[str]] = CheckpointSettings.not_in_identity | {"device", "num_gpus"}
+    extra: ClassVar[str | None] = "hf"
 
     def needs_gpu(self) -> bool:
         return self.num_gpus > 0
@@ -58,6 +60,9 @@ class HFSettings(CheckpointSettings):
 
     def takes_images(self) -> bool:
         return self.vision  # a text-only checkpoint would drop them
+
+    def images_advice(self) -> str:
+        return TEXT_CHECKPOINT_ADVICE
 
     def settings_identity(self) -> dict[str, Any]:
         out = super().settings_identity()

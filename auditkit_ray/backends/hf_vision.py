@@ -20,6 +20,9 @@ from ..core.images import file_bytes
 from ..core.types import Generation
 from ..errors import RunError
 
+#: what a text checkpoint of ``hf`` or ``vllm`` tells a run with images (``BackendSettings.images_advice``)
+TEXT_CHECKPOINT_ADVICE = "with a text checkpoint (set vision: true for a vision-language one)"
+
 
 def load_image(pil: Any, url: str) -> Any:
     """A prompt's image as an RGB ``PIL`` image (``file://`` or ``data:`` URL)."""

@@ -30,6 +30,13 @@ class PrecomputedSettings(BackendSettings):
     id_field: str = "id"
     output_field: str = "output"
 
+    def stored_inputs(self) -> str | None:
+        return self.path
+
+    @classmethod
+    def replays_generations(cls) -> bool:
+        return True
+
 
 class PrecomputedBackend(Backend):
     def load(self) -> None:

@@ -59,7 +59,7 @@ from ..core.backends import CheckpointSettings
 from ..core.types import Generation
 from ..errors import MissingExtraError, RunError
 from .base import Backend, Request
-from .hf_vision import as_template_messages, load_image
+from .hf_vision import TEXT_CHECKPOINT_ADVICE, as_template_messages, load_image
 from .seeds import seed63
 from .tokens import encode_pair, encode_prompt, encode_prompts
 
@@ -101,6 +101,7 @@ class VLLMSettings(CheckpointSettings):
 
     not_in_identity: ClassVar[frozenset[str]] = CheckpointSettings.not_in_identity | {
         "gpu_memory_utilization", "num_gpus", "max_num_seqs"}
+    extra: ClassVar[str | None] = "vllm"
 
     @model_validator(mode="after")
     def _gpus(self) -> "VLLMSettings":
@@ -118,6 +119,9 @@ class VLLMSettings(CheckpointSettings):
 
     def takes_images(self) -> bool:
         return self.vision  # a text prompt of token ids would carry no image
+
+    def images_advice(self) -> str:
+        return TEXT_CHECKPOINT_ADVICE
 
     def settings_identity(self) -> dict[str, Any]:
         out = super().settings_identity()

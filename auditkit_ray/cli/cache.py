@@ -48,7 +48,7 @@ def _stats_text(st: dict[str, Any]) -> str:
         lines.append(f"response cache ({r['path']}): none yet")
     lines.append(f"recent runs ({len(st['recent_runs'])}):")
     for run in st["recent_runs"]:
-        resp = f"  responses {run['response_hits']}/{run['samples']}" if run["backend"] == "api" else ""
+        resp = f"  responses {run['response_hits']}/{run['samples']}" if run["caches_responses"] else ""
         lines.append(f"  {run['fingerprint'][:12]}  {run['created_at'] or '-':<25}  {run['name'] or '-'}  "
                      f"generations {run['generation_hits']}/{run['samples']} from cache"
                      f" ({_pct(run['generation_hit_rate'])}){resp}")

@@ -29,7 +29,11 @@ every process reads.
 
 Every capability the pipeline reads (GPUs, shards in flight, the default
 shard size, inline generation, thread safety, loading in a thread, log
-probabilities, images) is a method of the settings, so it is decided in one place.
+probabilities, images, native tool calls, a checkpoint to pin, fetch and hash,
+stored outputs to replay, the response cache, the pip extra) is a method (or,
+for what the catalogue lists without settings, a class attribute) of the
+settings, so it is decided in one place: no code outside ``backends/`` and this
+registry compares a backend's type.
 """
 
 from __future__ import annotations
@@ -69,6 +73,9 @@ class BackendSettings(Strict):
     #: fields mapping names to values (HTTP headers, an environment): a value under a secret-looking name is
     #: remembered for scrubbing, masked in repr and left out of the identity (the other entries stay in it)
     secret_maps: ClassVar[tuple[str, ...]] = ()
+    #: the extra its implementation needs beyond the base install (``pip install 'auditkit-ray[EXTRA]'``, shown
+    #: by ``auditkit-ray list``); None when the base install is enough
+    extra: ClassVar[str | None] = None
 
     # ------------------------------------------------------------------ capabilities
     def needs_gpu(self) -> bool:
@@ -123,6 +130,41 @@ class BackendSettings(Strict):
         generations valid, and only the scores are redone."""
         return True
 
+    def images_advice(self) -> str:
+        """When ``takes_images`` says False: what would make it take them, as a phrase after the backend's
+        name in the planning error ("with endpoint 'completions' (use endpoint: chat)"); empty for none."""
+        return ""
+
+    def calls_tools(self) -> bool:
+        """Native tool calling: each request's metadata carries the sample's tool schemas and history
+        (``agents.dataset.agent_request_metadata``)."""
+        return False
+
+    def checkpoint_path(self) -> str | None:
+        """The HF-format checkpoint it loads (a local directory, a Hub id or an ``s3://`` prefix): the plan
+        checks or pins it, the generation actor fetches it into its node's cache, and the model identity
+        records its content (``auditkit_ray.sources``). None: no checkpoint (``CheckpointSettings`` has one)."""
+        return None
+
+    def stored_inputs(self) -> str | None:
+        """A file or directory of stored results the backend replays as its outputs (``precomputed``): it must
+        be there before the run starts, lies under the data root, and its content hash is the model's
+        identity. None: it reads none."""
+        return None
+
+    @classmethod
+    def replays_generations(cls) -> bool:
+        """Its outputs are stored ones it reads, not generated: a run of it takes nothing from the generation
+        cache (``auditkit-ray cache stats`` counts no hits for it). A class method: the cache tool reads it for
+        stored runs, from their backend's type."""
+        return False
+
+    @classmethod
+    def caches_responses(cls) -> bool:
+        """It keeps its responses in the response cache (an HTTP backend), whose hits a run's ``perf.cached``
+        counts. A class method, read like ``replays_generations``."""
+        return False
+
     # ------------------------------------------------------------------ identity and secrets
     def settings_identity(self) -> dict[str, Any]:
         """Backend settings that change outputs (secrets excluded by the fingerprint)."""
@@ -160,6 +202,9 @@ class CheckpointSettings(BackendSettings):
 
     def reads_targets(self) -> bool:
         return False  # a checkpoint sees its prompt only
+
+    def checkpoint_path(self) -> str | None:
+        return self.path
 
 
 class BackendServices(Protocol):
@@ -250,6 +295,15 @@ def backend_impl(type: str) -> type:
             raise ConfigError(f"backend {type!r}: {entry.impl} is not a class")
         entry.impl = cls
     return entry.impl
+
+
+def settings_class(type: str) -> type[BackendSettings] | None:
+    """The settings model of backend ``type``, or None when none is registered (a stored run of a backend that
+    is not installed here): for reading a class capability of a stored run's backend."""
+    try:
+        return backend_settings(type)
+    except ConfigError:
+        return None
 
 
 def create_backend(spec: Any, generation: Any, seed: int = 0, services: BackendServices | None = None) -> Any:

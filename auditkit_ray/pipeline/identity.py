@@ -62,13 +62,13 @@ def model_identity(spec: RunSpec) -> dict[str, Any]:
     source = pinned(m)  # a Hub id or an s3:// prefix: pinned by the plan already, else resolved here
     m = source.settings
     ident: dict[str, Any] = {"backend": m.type, "settings": m.settings_identity()}
-    path = getattr(m, "path", None)
+    path, stored = m.checkpoint_path(), m.stored_inputs()
     if source.source == "s3":  # the content (the ETag manifest's hash), not the URI: one model under two URIs
         ident["settings"].pop("path", None)
         ident.update(source.identity)
     elif source.source == "hub":
         ident.update(source.identity)
-    elif path and m.type in ("hf", "vllm"):
+    elif path:  # a local checkpoint directory: its files' content
         ident["checkpoint_hash"] = hash_path(path, ("*.json", "*.safetensors", "*.bin", "*.model", "*.txt"))
         prov = Path(path) / "provenance.json"
         if prov.is_file():
@@ -76,8 +76,8 @@ def model_identity(spec: RunSpec) -> dict[str, Any]:
                 ident["provenance"] = json.loads(prov.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 ident["provenance"] = {"unreadable": True}
-    elif path and m.type == "precomputed":
-        ident["outputs_hash"] = hash_path(path)
+    elif stored:
+        ident["outputs_hash"] = hash_path(stored)
     return ident
 
 

@@ -122,8 +122,8 @@ def check_data_root(spec: RunSpec) -> None:
         named.append(("prompt.few_shot.path", spec.prompt.few_shot.path))
     if spec.retrieval and spec.retrieval.corpus:
         named.append(("retrieval.corpus", spec.retrieval.corpus))
-    if spec.model.type == "precomputed":
-        named.append(("model.path", spec.model.path))
+    if spec.model.stored_inputs():
+        named.append(("model.path", spec.model.stored_inputs()))
     for field_name, value in named:
         if value.startswith("s3://"):
             continue  # object storage: the bucket policy decides what may be read
@@ -158,19 +158,19 @@ def preflight(spec: RunSpec) -> None:
     """Checks that are cheap on the driver and expensive to discover in an actor."""
     check_data_root(spec)
     check_checkpoint(spec)
-    m = spec.model
-    if m.type == "precomputed" and not Path(m.path).exists():
-        raise ConfigError(f"model.path {m.path!r}: no such file or directory of stored generations")
+    stored = spec.model.stored_inputs()
+    if stored and not Path(stored).exists():
+        raise ConfigError(f"model.path {stored!r}: no such file or directory of stored generations")
 
 
 def check_checkpoint(spec: RunSpec) -> None:
     """A local checkpoint directory is there and is an HF-format one; a ModelSourceError naming it otherwise
     (a sweep fails that cell alone: ``model_problem``)."""
-    from ..sources import CHECKPOINT_BACKENDS, source_of
+    from ..sources import source_of
 
     m = spec.model
-    if m.type in CHECKPOINT_BACKENDS and source_of(m) == "local":
-        p = Path(m.path).expanduser()
+    if source_of(m) == "local":
+        p = Path(m.checkpoint_path()).expanduser()
         if not p.exists():
             raise ModelSourceError(f"model.path {m.path!r}: no such directory ({p.absolute()})")
         if not p.is_dir():

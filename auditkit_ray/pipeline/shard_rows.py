@@ -52,9 +52,7 @@ def check_images(spec: RunSpec, sample: Sample, prompt: Any) -> None:
     m = spec.model
     where = f"sample {sample.id!r} has {len(images)} image(s)"
     if not m.takes_images():
-        detail = {"api": " with endpoint 'completions' (use endpoint: chat)",
-                  "hf": " with a text checkpoint (set vision: true for a vision-language one)",
-                  "vllm": " with a text checkpoint (set vision: true for a vision-language one)"}.get(m.type, "")
+        detail = f" {m.images_advice()}" if m.images_advice() else ""
         raise DataError(f"backend {m.type!r}{detail} cannot take images, and {where}: use a backend that takes "
                         "them (api; hf or vllm with vision: true) or drop the images (dataset.images_field)")
     if spec.prompt.request != "generate":
@@ -87,7 +85,7 @@ def _request_variants(spec: RunSpec, sample: Sample, raw: dict) -> list[dict[str
 
 def agent_metadata_fn(spec: RunSpec) -> Any:
     """Backends with native tool calling read the sample's tools from each request's metadata."""
-    if spec.model.type in ("agent", "api"):
+    if spec.model.calls_tools():
         from ..agents.dataset import agent_request_metadata
 
         return agent_request_metadata

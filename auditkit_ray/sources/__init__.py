@@ -14,6 +14,8 @@ Two steps, on two sides of the run:
   see local paths.
 
 A local directory passes through both unchanged (and keeps its identity).
+Which settings have a checkpoint is theirs to say (``checkpoint_path``: every
+``CheckpointSettings`` subclass, a plugin's included), never a list of types.
 """
 
 from __future__ import annotations
@@ -23,16 +25,14 @@ from typing import Any, Literal
 
 from . import hub, s3model
 
-#: backends whose ``path`` is a checkpoint directory
-CHECKPOINT_BACKENDS = ("hf", "vllm")
-
 Source = Literal["local", "hub", "s3"]
 
 
 def source_of(settings: Any) -> Source | None:
-    """Where the settings' checkpoint lives; None for a backend without a checkpoint."""
-    path = getattr(settings, "path", None)
-    if getattr(settings, "type", None) not in CHECKPOINT_BACKENDS or not path:
+    """Where the settings' checkpoint lives (``BackendSettings.checkpoint_path``); None for a backend without
+    a checkpoint."""
+    path = settings.checkpoint_path()
+    if not path:
         return None
     if s3model.is_s3(path):
         return "s3"
@@ -89,4 +89,4 @@ def materialize(settings: Any) -> Any:
     return settings
 
 
-__all__ = ["CHECKPOINT_BACKENDS", "ResolvedModel", "materialize", "pinned", "resolve_model", "source_of"]
+__all__ = ["ResolvedModel", "materialize", "pinned", "resolve_model", "source_of"]

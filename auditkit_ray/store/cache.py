@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.backends import settings_class
 from ..errors import ConfigError
 from .interface import ResultStore
 
@@ -104,12 +105,16 @@ def _runs(store: ResultStore) -> list[dict[str, Any]]:
         perf = r.get("perf") or {}
         samples, generated = int(perf.get("samples") or 0), int(perf.get("generated") or 0)
         backend = (r.get("backend") or {}).get("backend") or ((r.get("config") or {}).get("model") or {}).get("type")
+        settings = settings_class(backend) if isinstance(backend, str) else None
+        replays = bool(settings and settings.replays_generations())
         out.append({
             "fingerprint": r.get("fingerprint") or fp, "name": r.get("name"), "created_at": r.get("created_at"),
             "generation_fingerprint": r.get("generation_fingerprint"), "backend": backend, "samples": samples,
             "generated": generated,
             # a precomputed run reads stored outputs by design: not the generation cache
-            "generation_hits": max(0, samples - generated) if backend != "precomputed" else 0,
+            "replays": replays,
+            "generation_hits": max(0, samples - generated) if not replays else 0,
+            "caches_responses": bool(settings and settings.caches_responses()),
             "response_hits": int(perf.get("cached") or 0),
         })
     out.sort(key=lambda r: r["created_at"] or "", reverse=True)
@@ -160,9 +165,9 @@ def cache_stats(store: ResultStore, *, response_cache: str | os.PathLike | None 
     shown = runs[:recent]
     for r in shown:
         r["generation_hit_rate"] = _rate(r["generation_hits"], r["samples"])
-        r["response_hit_rate"] = _rate(r["response_hits"], r["samples"]) if r["backend"] == "api" else None
-    gen_total = sum(r["samples"] for r in shown if r["backend"] != "precomputed")
-    api_runs = [r for r in shown if r["backend"] == "api"]
+        r["response_hit_rate"] = _rate(r["response_hits"], r["samples"]) if r["caches_responses"] else None
+    gen_total = sum(r["samples"] for r in shown if not r["replays"])
+    api_runs = [r for r in shown if r["caches_responses"]]
     ents = sorted(entries.values(), key=lambda e: e.newest, reverse=True)
     return {
         "store": store.uri(),

@@ -298,3 +298,46 @@ def cycles(scan_: Scan) -> list[Violation]:
                     if len(comp) > 1:
                         found.append(sorted(comp))
     return [Violation("no import cycle", ", ".join(c), " <-> ".join(c)) for c in found]
+
+
+# --------------------------------------------------------------------------- backend type strings
+def _strings(node: ast.expr) -> set[str]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value}
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return set().union(*map(_strings, node.elts)) if node.elts else set()
+    return set()
+
+
+def _names_a_backend(node: ast.expr) -> bool:
+    """``x.type``, ``backend``, ``run["backend"]``, ``x.get("backend")``: what holds a backend's type."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "type" or "backend" in node.attr
+    if isinstance(node, ast.Name):
+        return "backend" in node.id
+    if isinstance(node, ast.Subscript):
+        return _names_a_backend(node.value) or "backend" in _strings(node.slice) or \
+            any("backend" in s for s in _strings(node.slice))
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+        return any("backend" in s or s == "type" for a in node.args for s in _strings(a))
+    return False
+
+
+def type_comparisons(root: Path, types: set[str], allowed: tuple[str, ...]) -> list[Violation]:
+    """Comparisons of a backend's type with one of ``types`` outside the modules under ``allowed`` (paths
+    relative to ``root``): a capability belongs on the settings class, where a plugin's subclass inherits it."""
+    out = []
+    for path in sorted(Path(root).rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(allowed):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Compare):
+                continue
+            sides = [node.left, *node.comparators]
+            named = set().union(*map(_strings, sides)) & types
+            if named and any(_names_a_backend(s) for s in sides):
+                out.append(Violation("no backend type compared outside backends/ and the registry",
+                                     f"{rel}:{node.lineno}", f"compares with {sorted(named)}: make it a "
+                                     "capability of the settings (core/backends.py BackendSettings)"))
+    return out
