@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any, Callable, Sequence
 
+from ..core.aggregate import wilson_interval
 from ..errors import require
 
 #: resamples processed per vectorized chunk are bounded by this many cells
@@ -60,17 +61,9 @@ def mcnemar_exact(b: int, c: int) -> float:
 
 
 def wilson(successes: float, n: int, confidence: float = 0.95) -> tuple[float, float] | tuple[None, None]:
-    """Wilson score interval (no continuity correction); ``(None, None)`` when n = 0."""
-    z = z_value(confidence)
-    if n < 0:
-        raise ValueError(f"wilson interval needs n >= 0, got {n}")
-    if n == 0:
-        return (None, None)
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(max(0.0, p * (1 - p) / n + z * z / (4 * n * n))) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    """Wilson score interval (no continuity correction) at ``confidence``; ``(None, None)`` when n = 0. The
+    interval itself is ``core.aggregate.wilson_interval``'s, the one a run's summary stores."""
+    return wilson_interval(successes, n, z_value(confidence))
 
 
 def clopper_pearson(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float] | tuple[None, None]:

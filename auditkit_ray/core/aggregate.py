@@ -121,7 +121,7 @@ def wilson_interval(successes: float, n: int, z: float = Z95) -> tuple[float, fl
     p = successes / n
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    half = z * math.sqrt(max(0.0, p * (1 - p) / n + z * z / (4 * n * n))) / denom  # max: rounding below 0
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
