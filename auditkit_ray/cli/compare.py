@@ -42,7 +42,9 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _add_gate_args(q: argparse.ArgumentParser) -> None:
+def add_gate_args(q: argparse.ArgumentParser) -> None:
+    """The gates (``--fail-under``, ``--fail-over``, ``--max-regression``), declared here for every command that
+    has them (compare, leaderboard, report); ``gate_options`` reads them back."""
     q.add_argument("--fail-under", action="append", metavar="METRIC=VALUE",
                    help="fail (exit 1) when METRIC's mean is under VALUE; only for higher-is-better metrics")
     q.add_argument("--fail-over", action="append", metavar="METRIC=VALUE",
@@ -52,12 +54,17 @@ def _add_gate_args(q: argparse.ArgumentParser) -> None:
                         "X absolute (0.02) or relative to the baseline (2%%); repeatable")
 
 
-def _add_stats_args(q: argparse.ArgumentParser) -> None:
-    q.add_argument("--metric", action="append", metavar="NAME", help="only these metrics (repeatable; default: all)")
+def add_stats_args(q: argparse.ArgumentParser) -> None:
+    """The statistics' settings (``--alpha``, ``--confidence``, ``--resamples``, ``--seed``) of compare,
+    leaderboard and report."""
     q.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
     q.add_argument("--confidence", type=float, default=0.95, help="interval confidence (default 0.95)")
     q.add_argument("--resamples", type=int, default=10_000, help="bootstrap / permutation resamples (default 10000)")
     q.add_argument("--seed", type=int, default=0, help="resampling seed (default 0)")
+
+
+def _add_selection_args(q: argparse.ArgumentParser) -> None:
+    q.add_argument("--metric", action="append", metavar="NAME", help="only these metrics (repeatable; default: all)")
     q.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -73,8 +80,9 @@ def add_parsers(sub: Any) -> None:
                    help="grade warn when the regression exceeds X (absolute, or N%% of the baseline; default 1%%)")
     c.add_argument("--fail-at", default="5%", metavar="X",
                    help="grade fail (exit 1) when the regression exceeds X (default 5%%)")
-    _add_stats_args(c)
-    _add_gate_args(c)
+    _add_selection_args(c)
+    add_stats_args(c)
+    add_gate_args(c)
     c.set_defaults(handler=cmd_compare)
 
     lb = sub.add_parser("leaderboard", help="rank runs per metric with intervals, pairwise tests and quality vs cost",
@@ -93,6 +101,7 @@ def add_parsers(sub: Any) -> None:
                     help="baseline run: each run's paired test against it, and --max-regression")
     lb.add_argument("--pairwise", action="store_true",
                     help="also print the full matrix of Holm-adjusted pairwise p-values (always in --json)")
-    _add_stats_args(lb)
-    _add_gate_args(lb)
+    _add_selection_args(lb)
+    add_stats_args(lb)
+    add_gate_args(lb)
     lb.set_defaults(handler=cmd_leaderboard)

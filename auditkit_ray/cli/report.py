@@ -14,7 +14,7 @@ from typing import Any
 
 from .. import api
 from ..errors import EXIT_OK, ConfigError
-from .compare import gate_options
+from .compare import add_gate_args, add_stats_args, gate_options
 from .output import write_output
 
 
@@ -25,7 +25,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.samples < 0:
         raise ConfigError("--samples must be 0 or more")
     report = api.build_report(
-        args.runs, metrics=args.metric or None, baseline=args.baseline, title=args.title, **gate_options(args),
+        args.runs, stores=args.store, metrics=args.metric or None, baseline=args.baseline, title=args.title,
+        **gate_options(args),
         confidence=args.confidence, alpha=args.alpha, n_resamples=args.resamples, seed=args.seed,
         cost_axis=args.cost_axis,
     )
@@ -47,11 +48,16 @@ def add_parsers(sub: Any) -> None:
     """Register this module's commands on the sub-command parser ``sub``."""
     r = sub.add_parser(
         "report", help="write a report (Markdown, JUnit XML, HTML, JSON, badge or text) for runs or a sweep",
-        description="Report on stored runs: RUN is a run directory or its result.json; a sweep directory "
-                    "(<store>/sweeps/<fingerprint>) stands for its runs. Exit 0, 1 when a gate fails (the report is "
-                    "still written), 2 on a usage error.")
+        description="Report on stored runs: RUN is a run directory or its result.json, or a run's name, run id or "
+                    "unique fingerprint prefix; a sweep directory (<store>/sweeps/<fingerprint>), a sweep's name or "
+                    "a unique prefix of its fingerprint stands for its runs. Names and prefixes are looked for in "
+                    "./results and the stores the ExperimentDB knows (or --store). Exit 0, 1 when a gate fails (the "
+                    "report is still written), 2 on a usage error (a name that matches nothing, or several).")
     r.add_argument("runs", nargs="+", metavar="RUN_OR_SWEEP",
-                   help="run directories, result.json files or sweep directories")
+                   help="run or sweep directories, result.json files, sweep names, run names, fingerprint prefixes")
+    r.add_argument("--store", action="append", default=None, metavar="DIR",
+                   help="look for the sweep and run names and prefixes in this result store (repeatable; default: "
+                        "./results and every local store the ExperimentDB has a run of)")
     r.add_argument("--format", "-f", choices=list(api.REPORT_FORMATS), default="text",
                    help="text (terminal tables; default), md (pull requests), junit (CI), html (one self-contained "
                         "file), json, badge (a shields.io endpoint JSON)")
@@ -71,15 +77,6 @@ def add_parsers(sub: Any) -> None:
                    help="HTML drill-down: samples listed per run and per list (default 10)")
     r.add_argument("--cost-axis", default="auto",
                    help="quality-vs-cost axis: auto, cost, latency_p50_s, model_size_bytes, tokens, wall_s, ...")
-    r.add_argument("--fail-under", action="append", metavar="METRIC=VALUE",
-                   help="gate: fail when METRIC's mean is under VALUE (higher-is-better metrics)")
-    r.add_argument("--fail-over", action="append", metavar="METRIC=VALUE",
-                   help="gate: fail when METRIC's mean is over VALUE (lower-is-better metrics)")
-    r.add_argument("--max-regression", action="append", metavar="[METRIC=]X",
-                   help="gate (needs --baseline): fail when a metric got worse than the baseline by more than X "
-                        "(0.02 or 2%%)")
-    r.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
-    r.add_argument("--confidence", type=float, default=0.95, help="interval confidence (default 0.95)")
-    r.add_argument("--resamples", type=int, default=10_000, help="bootstrap / permutation resamples (default 10000)")
-    r.add_argument("--seed", type=int, default=0, help="resampling seed (default 0)")
+    add_gate_args(r)  # --max-regression needs --baseline here
+    add_stats_args(r)
     r.set_defaults(handler=cmd_report)
