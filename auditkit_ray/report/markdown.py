@@ -53,11 +53,28 @@ def _mean_cell(report: Any, metric: str, label: str, marks: dict[str, str]) -> s
 
 
 def format_markdown(report: Any, *, max_samples: int = 10) -> str:
+    """The report as Markdown: its sections in order, each a step of its own."""
+    primary = report.metrics[0] if report.metrics else None
+    lines = _header(report)
+    if report.baseline is not None:
+        lines += _regressions(report, max_samples)
+    lines += _gates(report)
+    lines += _leaderboard(report, primary)
+    lines += _per_metric(report)
+    lines += _quality_vs_cost(report, primary)
+    lines += _runs(report)
+    lines += _failed_cells(report)
+    lines.append(
+        f"**Result: {esc(verdict(report.board))}** ({esc(gate_summary(report.board))}) · "
+        f"generated {esc(report.generated_at)} by auditkit-ray")
+    return "\n".join(lines) + "\n"
+
+
+def _header(report: Any) -> list[str]:
+    """The title with the verdict's mark, what the report covers, and its notes."""
     lb = report.board
-    lines: list[str] = []
     status = "✅" if report.ok else "❌"
-    lines.append(f"## {status} auditkit-ray report: {esc(report.title)}")
-    lines.append("")
+    lines = [f"## {status} auditkit-ray report: {esc(report.title)}", ""]
     bits = [f"{len(report.runs)} run(s)"]
     for sw in report.sweeps:
         bits.append(f"sweep {esc(sw.name)} (`{sw.fingerprint[:12]}`)")
@@ -65,71 +82,73 @@ def format_markdown(report: Any, *, max_samples: int = 10) -> str:
         bits.append(f"baseline **{esc(report.baseline.label)}**")
     bits.append(f"{lb.confidence:.0%} intervals (binary: {lb.binary_ci})")
     bits.append(f"pairwise paired tests Holm-adjusted at α = {lb.alpha:g}")
-    lines.append("; ".join(bits) + ".")
-    lines.append("")
-    for n in report.notes:
-        lines.append(f"> {esc(n)}")
+    lines += ["; ".join(bits) + ".", ""]
+    lines += [f"> {esc(n)}" for n in report.notes]
     if report.notes:
         lines.append("")
+    return lines
 
-    # -- regressions first
-    if report.baseline is not None:
-        regs = report.regressions()
-        lines.append(f"### Regressions vs {esc(report.baseline.label)}")
-        lines.append("")
-        if not regs:
-            lines.append(f"No regressions against {esc(report.baseline.label)}.")
-            lines.append("")
-        else:
-            rows = []
-            for label, mc in regs:
-                p = mc.paired
-                pv = tx.pval(p.p_value) if p is not None and p.p_value is not None else "–"
-                sig = " †" if mc.significant else ""
-                grade = {"fail": "❌ fail", "warn": "⚠️ warn", "pass": "pass", "n.s.": "n.s.",
-                         "not comparable": "not comparable"}.get(mc.grade, mc.grade)
-                rows.append([esc(label), esc(mc.name), mc.direction.arrow, tx.num(mc.baseline_mean),
-                             tx.num(mc.candidate_mean),
-                             esc(tx.signed(mc.delta)), esc(tx.pct(mc.retention)), pv + sig, grade,
-                             esc("; ".join(mc.reasons))])
-            lines += table(["run", "metric", "dir", "baseline", "candidate", "Δ", "retention", "p", "grade", "why"],
-                           rows,
-                           ["l", "l", "c", "r", "r", "r", "r", "r", "l", "l"])
-            lines.append(f"† paired test significant at α = {lb.alpha:g}.")
-            lines.append("")
-            wrong = [(label, mc) for label, mc in regs
-                     if mc.paired is not None and mc.paired.diff is not None and mc.paired.diff.newly_wrong]
-            if wrong:
-                lines.append("<details><summary>Newly wrong samples</summary>")
-                lines.append("")
-                for label, mc in wrong:
-                    keys = mc.paired.diff.newly_wrong
-                    shown = ", ".join(esc(k[0] if k[1] == 0 else f"{k[0]}#{k[1]}") for k in keys[:max_samples])
-                    more = f" and {len(keys) - max_samples} more" if len(keys) > max_samples else ""
-                    lines.append(f"- {esc(label)} · {esc(mc.name)}: {len(keys)} newly wrong "
-                                 f"({len(mc.paired.diff.newly_right)} newly right): "
-                                 f"{shown}{more}")
-                lines.append("")
-                lines.append("</details>")
-                lines.append("")
 
-    # -- gates
-    if lb.gates:
-        lines.append("### Gates")
-        lines.append("")
-        rows = [[("❌ FAIL" if not g.passed else "✅ ok"), esc(g.run), esc(g.gate), esc(g.reason)]
-                for g in sorted(lb.gates, key=lambda g: g.passed)]
-        lines += table(["result", "run", "gate", "reason"], rows)
+_GRADES = {"fail": "❌ fail", "warn": "⚠️ warn", "pass": "pass", "n.s.": "n.s.", "not comparable": "not comparable"}
 
-    # -- leaderboard
-    lines.append("### Leaderboard")
-    lines.append("")
-    primary = report.metrics[0] if report.metrics else None
-    order = _run_order(report, primary)
+
+def _regressions(report: Any, max_samples: int) -> list[str]:
+    """Regressions against the baseline, worst first, and the samples they got newly wrong."""
+    lb, base = report.board, esc(report.baseline.label)
+    regs = report.regressions()
+    lines = [f"### Regressions vs {base}", ""]
+    if not regs:
+        return lines + [f"No regressions against {base}.", ""]
+    rows = []
+    for label, mc in regs:
+        p = mc.paired
+        pv = tx.pval(p.p_value) if p is not None and p.p_value is not None else "–"
+        sig = " †" if mc.significant else ""
+        rows.append([esc(label), esc(mc.name), mc.direction.arrow, tx.num(mc.baseline_mean),
+                     tx.num(mc.candidate_mean),
+                     esc(tx.signed(mc.delta)), esc(tx.pct(mc.retention)), pv + sig, _GRADES.get(mc.grade, mc.grade),
+                     esc("; ".join(mc.reasons))])
+    lines += table(["run", "metric", "dir", "baseline", "candidate", "Δ", "retention", "p", "grade", "why"],
+                   rows,
+                   ["l", "l", "c", "r", "r", "r", "r", "r", "l", "l"])
+    lines += [f"† paired test significant at α = {lb.alpha:g}.", ""]
+    return lines + _newly_wrong(regs, max_samples)
+
+
+def _newly_wrong(regs: list, max_samples: int) -> list[str]:
+    wrong = [(label, mc) for label, mc in regs
+             if mc.paired is not None and mc.paired.diff is not None and mc.paired.diff.newly_wrong]
+    if not wrong:
+        return []
+    lines = ["<details><summary>Newly wrong samples</summary>", ""]
+    for label, mc in wrong:
+        keys = mc.paired.diff.newly_wrong
+        shown = ", ".join(esc(k[0] if k[1] == 0 else f"{k[0]}#{k[1]}") for k in keys[:max_samples])
+        more = f" and {len(keys) - max_samples} more" if len(keys) > max_samples else ""
+        lines.append(f"- {esc(label)} · {esc(mc.name)}: {len(keys)} newly wrong "
+                     f"({len(mc.paired.diff.newly_right)} newly right): "
+                     f"{shown}{more}")
+    return lines + ["", "</details>", ""]
+
+
+def _gates(report: Any) -> list[str]:
+    """The gates, failed first."""
+    gates = report.board.gates
+    if not gates:
+        return []
+    rows = [[("❌ FAIL" if not g.passed else "✅ ok"), esc(g.run), esc(g.gate), esc(g.reason)]
+            for g in sorted(gates, key=lambda g: g.passed)]
+    return ["### Gates", ""] + table(["result", "run", "gate", "reason"], rows)
+
+
+def _leaderboard(report: Any, primary: str | None) -> list[str]:
+    """One row per run, ranked by the first metric: means, intervals and significance marks."""
+    lb = report.board
+    lines = ["### Leaderboard", ""]
     marks = {m: report.significance(m) for m in report.metrics}
     head = ["#", "run"] + [f"{esc(m)} {lb.metrics[m].direction.arrow}" for m in report.metrics] + ["n"]
     rows = []
-    for i, label in enumerate(order):
+    for label in _run_order(report, primary):
         e = next((e for e in lb.metrics[primary].entries if e.run == label), None) if primary else None
         rank = str(e.rank) if e is not None and e.rank is not None else "–"
         n = max(
@@ -143,20 +162,20 @@ def format_markdown(report: Any, *, max_samples: int = 10) -> str:
     if report.baseline is not None:
         legend.append(f"▲/▼: significantly better/worse than the baseline (paired test, α = {lb.alpha:g})")
     lines.append("; ".join(legend) + ". Ranked by " + (f"{esc(primary)}" if primary else "-") + ".")
-    lines.append("")
+    return lines + [""]
 
-    # -- per metric
-    lines.append("<details><summary>Per-metric detail</summary>")
-    lines.append("")
+
+def _per_metric(report: Any) -> list[str]:
+    """Each metric's board (rank, mean, interval and its method, n, unscored counts), then flaky samples."""
+    lines = ["<details><summary>Per-metric detail</summary>", ""]
     any_flaky = any(s.flaky for run in report.runs for s in run.result.metrics.values())
-    for m, board in lb.metrics.items():
+    for m, board in report.board.metrics.items():
         better = "higher" if board.direction.value == "maximize" else "lower"
         if board.tie:
             win = "tie: " + ", ".join(esc(w) for w in board.winners)
         else:
             win = f"winner: {esc(board.winners[0])}" if board.winners else "no winner"
-        lines.append(f"#### {esc(m)} {board.direction.arrow} ({better} is better, {board.aggregation}); {win}")
-        lines.append("")
+        lines += [f"#### {esc(m)} {board.direction.arrow} ({better} is better, {board.aggregation}); {win}", ""]
         rows = []
         for e in board.entries:
             r = report.run(e.run).result.metrics.get(m)
@@ -169,49 +188,51 @@ def format_markdown(report: Any, *, max_samples: int = 10) -> str:
         lines += table(["rank", "run", "mean", "interval", "method", "n", "unscored (unknown/not tested/error)"]
                        + (["flaky"] if any_flaky else []) + ["note"], rows,
                        ["r", "l", "r", "r", "l", "r", "r"] + (["r"] if any_flaky else []) + ["l"])
-    lines.append("</details>")
-    lines.append("")
-    if any_flaky:
-        lines.append("<details><summary>Flaky samples (repeats that disagree)</summary>")
-        lines.append("")
-        for run in report.runs:
-            for m, s in run.result.metrics.items():
-                if s.flaky:
-                    more = f" and {s.flaky - len(s.flaky_samples)} more" if s.flaky > len(s.flaky_samples) else ""
-                    lines.append(f"- {esc(run.label)} · {esc(m)}: {s.flaky} flaky: "
-                                 f"{', '.join(esc(x) for x in s.flaky_samples)}{more}")
-        lines.append("")
-        lines.append("</details>")
-        lines.append("")
+    lines += ["</details>", ""]
+    return lines + (_flaky(report) if any_flaky else [])
 
-    # -- quality vs cost
-    if lb.cost:
-        lines.append("### Quality vs cost")
-        lines.append("")
-        front = lb.pareto.get(primary) if primary else None
-        head = ["run"] + [esc(m) for m in report.metrics] + ["p50 s", "samples/s", "tokens in+out", "size", "cost"]
+
+def _flaky(report: Any) -> list[str]:
+    lines = ["<details><summary>Flaky samples (repeats that disagree)</summary>", ""]
+    for run in report.runs:
+        for m, s in run.result.metrics.items():
+            if s.flaky:
+                more = f" and {s.flaky - len(s.flaky_samples)} more" if s.flaky > len(s.flaky_samples) else ""
+                lines.append(f"- {esc(run.label)} · {esc(m)}: {s.flaky} flaky: "
+                             f"{', '.join(esc(x) for x in s.flaky_samples)}{more}")
+    return lines + ["", "</details>", ""]
+
+
+def _quality_vs_cost(report: Any, primary: str | None) -> list[str]:
+    """Each run's metrics beside its latency, throughput, tokens, size and cost, with the Pareto front."""
+    lb = report.board
+    if not lb.cost:
+        return []
+    lines = ["### Quality vs cost", ""]
+    front = lb.pareto.get(primary) if primary else None
+    head = ["run"] + [esc(m) for m in report.metrics] + ["p50 s", "samples/s", "tokens in+out", "size", "cost"]
+    if front is not None:
+        head.append(f"Pareto ({esc(primary)} vs {esc(front.axis)})")
+    rows = []
+    for c in lb.cost:
+        row = [esc(c.run)] + [tx.num(c.metrics.get(m)) for m in report.metrics] + [
+            tx.num(c.latency_p50_s, 3), tx.num(c.throughput_samples_per_s, 1),
+            f"{c.prompt_tokens}+{c.completion_tokens}",
+            esc(tx.size(c.model_size_bytes)), tx.num(c.cost, 4)]
         if front is not None:
-            head.append(f"Pareto ({esc(primary)} vs {esc(front.axis)})")
-        rows = []
-        for c in lb.cost:
-            row = [esc(c.run)] + [tx.num(c.metrics.get(m)) for m in report.metrics] + [
-                tx.num(c.latency_p50_s, 3), tx.num(c.throughput_samples_per_s, 1),
-                f"{c.prompt_tokens}+{c.completion_tokens}",
-                esc(tx.size(c.model_size_bytes)), tx.num(c.cost, 4)]
-            if front is not None:
-                if c.run in front.front:
-                    row.append("✓ front")
-                else:
-                    row.append(f"dominated by {esc(front.dominated[c.run])}" if c.run in front.dominated else "–")
-            rows.append(row)
-        lines += table(head, rows, ["l"] + ["r"] * (len(head) - 1))
-        for n in lb.notes:
-            lines.append(f"> {esc(n)}")
-            lines.append("")
+            if c.run in front.front:
+                row.append("✓ front")
+            else:
+                row.append(f"dominated by {esc(front.dominated[c.run])}" if c.run in front.dominated else "–")
+        rows.append(row)
+    lines += table(head, rows, ["l"] + ["r"] * (len(head) - 1))
+    for n in lb.notes:
+        lines += [f"> {esc(n)}", ""]
+    return lines
 
-    # -- runs
-    lines.append("<details><summary>Runs and fingerprints</summary>")
-    lines.append("")
+
+def _runs(report: Any) -> list[str]:
+    """The runs' fingerprints, dataset fingerprints, models, sizes and package versions."""
     rows = []
     for r in report.runs:
         res = r.result
@@ -221,20 +242,20 @@ def format_markdown(report: Any, *, max_samples: int = 10) -> str:
         rows.append([esc(r.label), f"`{res.fingerprint[:16]}`", f"`{(res.dataset_fingerprint or '-')[:12]}`",
                      esc(what or "-"),
                      str(res.perf.samples), str(res.error_count), esc(res.package_version)])
-    lines += table(["run", "fingerprint", "dataset", "model", "samples", "errors", "version"], rows)
-    lines.append("</details>")
-    lines.append("")
-    if report.failed_cells:
-        lines.append(f"### Failed cells ({len(report.failed_cells)}: no result, not ranked)")
-        lines.append("")
-        lines += table(["cell", "reason", "attempts", "run fingerprint"],
-                       [[esc(c.name), esc(c.reason), str(c.attempts or "-"), f"`{(c.fingerprint or '-')[:16]}`"]
-                        for c in report.failed_cells])
-        lines.append("")
-    lines.append(
-        f"**Result: {esc(verdict(report.board))}** ({esc(gate_summary(report.board))}) · "
-        f"generated {esc(report.generated_at)} by auditkit-ray")
-    return "\n".join(lines) + "\n"
+    return (["<details><summary>Runs and fingerprints</summary>", ""]
+            + table(["run", "fingerprint", "dataset", "model", "samples", "errors", "version"], rows)
+            + ["</details>", ""])
+
+
+def _failed_cells(report: Any) -> list[str]:
+    """A sweep's cells that left no result (not ranked)."""
+    if not report.failed_cells:
+        return []
+    return ([f"### Failed cells ({len(report.failed_cells)}: no result, not ranked)", ""]
+            + table(["cell", "reason", "attempts", "run fingerprint"],
+                    [[esc(c.name), esc(c.reason), str(c.attempts or "-"), f"`{(c.fingerprint or '-')[:16]}`"]
+                     for c in report.failed_cells])
+            + [""])
 
 
 def _run_order(report: Any, primary: str | None) -> list[str]:
