@@ -36,9 +36,9 @@ __all__ = [
     "build_report", "compare", "evaluate", "evaluate_many", "experiment_db", "format_run", "generate", "init_project",
     "k8s_dump", "k8s_render", "k8s_submit", "leaderboard", "list_metrics", "lmeval", "load_config", "load_run",
     "load_sweep", "open_store", "parse_assignments", "parse_max_regression", "query_runs", "render_report", "rescore",
-    "rescore_spec", "resolve_run", "results_browser", "run_fingerprint", "samples_table", "schema", "scrub_secrets",
-    "show_run", "sweep", "sweep_plan", "sync_runs", "use_color", "validate", "cluster_up", "cluster_down",
-    "cluster_status", "prefer_warm_cluster",
+    "rescore_spec", "resolve_report_input", "resolve_run", "results_browser", "run_fingerprint", "samples_table",
+    "schema", "scrub_secrets", "show_run", "sweep", "sweep_plan", "sync_runs", "use_color", "validate",
+    "cluster_up", "cluster_down", "cluster_status", "prefer_warm_cluster",
 ]
 
 
@@ -367,6 +367,21 @@ def resolve_run(ref: Any, *, db: Any = None) -> Any:
     return uri
 
 
+def resolve_report_input(ref: Any, *, db: Any = None, stores: Sequence[str] | None = None) -> Any:
+    """A run or sweep as ``report`` takes it: whatever ``resolve_run`` takes, and a sweep by its name (as
+    ``sweep`` stored it) or a unique prefix of its fingerprint; a bare word is looked for in ``stores``
+    (default ``./results`` and every local store the ExperimentDB has a run of) and the ExperimentDB. A word
+    that names two is a ConfigError listing them; one that names none lists the sweeps there are."""
+    if not isinstance(ref, (str, os.PathLike)):
+        return ref
+    text = str(ref)
+    if "://" in text or Path(text).exists() or os.sep in text or text.endswith(".json"):
+        return resolve_run(ref, db=db)
+    from .report.refs import resolve
+
+    return resolve(text, db=_db(db), stores=list(stores) if stores else None)
+
+
 def load_run(path: str | os.PathLike) -> RunResult:
     """A stored RunResult from a run directory or its ``result.json`` (local or ``s3://``)."""
     from .store.samples import load_result
@@ -454,14 +469,16 @@ def parse_max_regression(items: Iterable[str] | None) -> Any:
     return _parse(items)
 
 
-def build_report(runs: Iterable[Any], **options: Any) -> Report:
-    """The report on runs (run directories, result.json files, sweep directories or RunResults):
+def build_report(runs: Iterable[Any], *, stores: Sequence[str] | None = None, **options: Any) -> Report:
+    """The report on runs (run directories, result.json files, sweep directories, RunResults, or the
+    names and fingerprint prefixes ``resolve_report_input`` takes, looked for in ``stores``):
     leaderboard, baseline comparisons and gates, ready for ``render_report``."""
     from .report.loader import Inputs
     from .report.loader import build_report as _build
 
     # the baseline may name one of the runs by label: the loader resolves it
-    return _build(runs if isinstance(runs, Inputs) else [resolve_run(r) for r in runs], **options)
+    return _build(runs if isinstance(runs, Inputs) else [resolve_report_input(r, stores=stores) for r in runs],
+                  **options)
 
 
 def render_report(report: Report, fmt: str = "text", **options: Any) -> str:

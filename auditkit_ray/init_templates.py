@@ -59,7 +59,7 @@ SWEEP_YAML = f"""\
 # A starter sweep: every combination of the grid becomes a run (named
 # starter/field=target and starter/field=prompt), stored under results/ and listed in
 # results/sweeps/<fingerprint>/. Run with `auditkit-ray sweep {SWEEP_FILE}`,
-# then `auditkit-ray report results/sweeps/<fingerprint> --format html -o report.html`.
+# then `auditkit-ray report starter-sweep --format html -o report.html`.
 name: starter-sweep
 base:
   name: starter

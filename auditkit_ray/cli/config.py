@@ -60,7 +60,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     print(f"  {cd}auditkit-ray validate {api.STARTER_RUN_FILE}")
     print(f"  {cd}auditkit-ray run {api.STARTER_RUN_FILE}")
     print(f"  {cd}auditkit-ray sweep {api.STARTER_SWEEP_FILE}")
-    print(f"  {cd}auditkit-ray report results/sweeps/<fingerprint> --format html --output report.html")
+    print(f"  {cd}auditkit-ray report starter-sweep --format html --output report.html  # the sweep, by its name")
     return EXIT_OK
 
 

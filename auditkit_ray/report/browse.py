@@ -32,6 +32,7 @@ from ..errors import ConfigError
 from ..store.base import open_store
 from ..store.layout import run_result
 from ..store.samples import read_samples_table
+from ..store.sweeps import sweep_docs
 from .loader import build_report
 from .render import render
 
@@ -183,19 +184,7 @@ class ResultsBrowser:
         return [(store, fp) for store in self.stores for fp in store.list_dirs("runs") if FINGERPRINT.match(fp)]
 
     def _sweep_docs(self) -> list[tuple[Any, str, dict]]:
-        out = []
-        for store in self.stores:
-            for sfp in store.list_dirs("sweeps"):
-                doc = None
-                for name in ("manifest.json", "sweep.json"):
-                    try:
-                        doc = json.loads(store.read_bytes(f"sweeps/{sfp}/{name}"))
-                        break
-                    except (FileNotFoundError, OSError, ValueError):
-                        continue
-                if isinstance(doc, dict) and isinstance(doc.get("runs"), list):
-                    out.append((store, sfp, doc))
-        return out
+        return [(store, sfp, doc) for store in self.stores for sfp, doc in sweep_docs(store)]
 
     def _find(self, ref: str) -> _Run:
         if not FINGERPRINT.match(ref or ""):

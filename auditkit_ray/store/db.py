@@ -171,15 +171,32 @@ class ExperimentDB:
                 r.pop("config", None)
         return rows
 
-    def get(self, prefix: str) -> dict[str, Any]:
+    def matches(self, ref: str) -> list[dict[str, Any]]:
+        """The runs ``ref`` names, each row with ``exact``: its whole fingerprint, run id or name is ``ref``
+        (True), or its fingerprint starts with ``ref`` (False); exact ones first, then by date."""
         with closing(self._connect()) as con:
             rows = [dict(r) for r in con.execute(
-                "SELECT * FROM runs WHERE fingerprint LIKE ? OR run_id = ? OR name = ?",
-                (prefix + "%", prefix, prefix))]
+                "SELECT * FROM runs WHERE substr(fingerprint, 1, ?) = ? OR run_id = ? OR name = ?",
+                (len(ref), ref, ref, ref))]
+        for r in rows:
+            r["exact"] = ref in (r["fingerprint"], r["run_id"], r["name"])
+        return sorted(rows, key=lambda r: (not r["exact"], r["created_at"] or "", r["fingerprint"]))
+
+    def stores(self) -> list[str]:
+        """Every result store the index has a run of (as its runs recorded it), in order."""
+        with closing(self._connect()) as con:
+            return sorted(r[0] for r in con.execute("SELECT DISTINCT store_uri FROM runs WHERE store_uri IS NOT NULL"))
+
+    def get(self, prefix: str) -> dict[str, Any]:
+        rows = self.matches(prefix)
+        if any(r["exact"] for r in rows):
+            rows = [r for r in rows if r["exact"]]
         if not rows:
             raise ConfigError(f"no run matches {prefix!r} in {self.path}")
         if len(rows) > 1:
-            raise ConfigError(f"{prefix!r} matches {len(rows)} runs in {self.path}; give more of the fingerprint")
+            listed = "; ".join(f"{r['fingerprint'][:12]} {r['name']} ({r['created_at']})" for r in rows[:8])
+            raise ConfigError(f"{prefix!r} matches {len(rows)} runs in {self.path}: {listed}"
+                              f"{'; ...' if len(rows) > 8 else ''}; give more of the fingerprint")
         full = self.query()
         found = next(r for r in full if r["fingerprint"] == rows[0]["fingerprint"])
         return found | {"config": json.loads(rows[0]["config"] or "{}")}
