@@ -2,17 +2,22 @@
 
 Runs the tasks (``api.lmeval``) and prints one result per task (or their
 JSON). Without the ``lmeval`` extra it prints one line naming the
-``pip install`` (exit 2).
+``pip install`` (exit 2). What lm-eval, transformers and Ray write on stderr
+while the tasks run (progress bars, log lines, warnings) goes to the
+command's log file, named in one line at the end; only our own lines reach
+the terminal (``--verbose`` shows theirs).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from .. import api
 from ..errors import EXIT_OK
+from .noise import library_output_to_log, log_path
 from .output import emit, print_run
 
 
@@ -25,13 +30,17 @@ def _seed(value: str | None) -> Any:
 
 def cmd_lmeval(args: argparse.Namespace) -> int:
     """``auditkit-ray lmeval``: lm-eval tasks as stored runs, one result per task."""
-    results = api.lmeval(
-        args.tasks, args.model, engine=args.engine, include_path=args.include_path, num_fewshot=args.num_fewshot,
-        limit=args.limit, seed=_seed(args.seed), batch_size=args.batch_size, device=args.device, dtype=args.dtype,
-        trust_remote_code=args.trust_remote_code, store=args.store, bootstrap_iters=args.bootstrap_iters,
-        index=not args.no_index, address=args.address, shard_size=args.shard_size,
-        generation_actors=args.generation_actors, data_dir=args.data_dir, progress=not args.quiet,
-    )
+    with library_output_to_log():
+        results = api.lmeval(
+            args.tasks, args.model, engine=args.engine, include_path=args.include_path,
+            num_fewshot=args.num_fewshot, limit=args.limit, seed=_seed(args.seed), batch_size=args.batch_size,
+            device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code, store=args.store,
+            bootstrap_iters=args.bootstrap_iters, index=not args.no_index, address=args.address,
+            shard_size=args.shard_size, generation_actors=args.generation_actors, data_dir=args.data_dir,
+            progress=not args.quiet,
+        )
+    if log_path() and not args.quiet:
+        print(f"(lm-eval's own output: {log_path()})", file=sys.stderr)
     if args.json:
         emit(json.dumps([json.loads(r.to_json()) for r in results], indent=2))
         return EXIT_OK

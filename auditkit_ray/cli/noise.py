@@ -7,18 +7,26 @@ This works on file descriptor 2, not on ``sys.stderr``: most of those lines are 
 child processes that inherit the descriptor. A thread reads the pipe that stands for fd 2 and passes every
 other line on to the real stderr, in order. Only the console script turns it on (``auditkit_ray.cli.
 entrypoint``), never ``main()`` called in-process.
+
+A command that runs a chatty library in its own process (``lmeval``: lm-eval's and transformers' progress
+bars and log lines, whatever their shape) wraps it in ``library_output_to_log``: every line on fd 2 then goes
+to the log, and the library's own logger alone reaches the terminal. Once the log holds anything, what is
+written to fd 2 after the command (a native library's leak report while the interpreter shuts down) goes there
+too.
 """
 
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import re
 import sys
 import tempfile
 import threading
 import time
-from typing import IO
+from contextlib import contextmanager
+from typing import IO, Iterator
 
 #: lines that are another program's log, not the command's message
 FOREIGN = re.compile(
@@ -34,6 +42,7 @@ FOREIGN = re.compile(
 
 
 _SENTINEL = "\0auditkit-stderr-end\0\n"
+_BARRIER = "\0auditkit-stderr-barrier\0\n"
 
 
 class _Filter:
@@ -41,6 +50,8 @@ class _Filter:
         self.log_path: str | None = None
         self.log: IO[str] | None = None
         self.held = 0
+        self.everything = False  # library_output_to_log: every line is the library's
+        self.reached = threading.Event()  # the pump has read a barrier line
         self.real = os.dup(2)
         r, w = os.pipe()
         os.dup2(w, 2)
@@ -63,14 +74,27 @@ class _Filter:
         for line in self.reader:
             if line == _SENTINEL:
                 return
+            barrier = line.endswith(_BARRIER)
+            if barrier:  # after a partial line (a progress bar's "\r" redraw) it ends that line
+                line = line[: -len(_BARRIER)] + "\n" if line != _BARRIER else ""
             # a foreign line's continuation (an indented line, a traceback of Ray's own) stays with it
-            if FOREIGN.match(line) or (foreign_block and line[:1] in (" ", "\t")):
+            if not line:
+                pass
+            elif self.everything or FOREIGN.match(line) or (foreign_block and line[:1] in (" ", "\t")):
                 foreign_block = True
                 self._keep(line)
-                continue
-            foreign_block = False
-            self.out.write(line)
-            self.out.flush()
+            else:
+                foreign_block = False
+                self.out.write(line)
+                self.out.flush()
+            if barrier:
+                self.reached.set()
+
+    def barrier(self) -> None:
+        """Return once the pump has judged every line written to fd 2 before this call."""
+        self.reached.clear()
+        os.write(2, _BARRIER.encode())
+        self.reached.wait(2.0)
 
     def close(self, name_log: bool) -> None:
         """Put fd 2 back, drain the pipe, and name the log file if it holds anything."""
@@ -84,6 +108,10 @@ class _Filter:
         self.thread.join(2.0)
         if self.log is not None:
             self.log.close()
+            # what native code writes while the interpreter shuts down (nanobind's leak report) is more of it
+            fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND)
+            os.dup2(fd, 2)
+            os.close(fd)
             if name_log:
                 self.out.write(f"(Ray and library log lines of this command: {self.log_path})\n")
         self.out.flush()
@@ -104,6 +132,49 @@ def filter_foreign_lines(verbose: bool) -> None:
     # registered before Ray is imported, so it runs after Ray's own exit hooks (last in, first out) and
     # their lines are still filtered
     atexit.register(_close_at_exit)
+
+
+def log_path() -> str | None:
+    """The log file of this command's foreign lines, once it holds any (None before, and without the filter)."""
+    return _active.log_path if _active is not None else None
+
+
+@contextmanager
+def library_output_to_log(logger: str = "auditkit_ray") -> Iterator[None]:
+    """While it runs, every line written to fd 2 goes to the log file (a library's progress bars, its log
+    lines, its warnings), and the records of ``logger`` (the command's own progress and warnings) go to the
+    terminal. Without the filter (``--verbose``, ``main()`` in-process) it changes nothing."""
+    if _active is None:
+        yield
+        return
+    from .output import StderrHandler
+
+    log = logging.getLogger(logger)
+    ours = [h for h in log.handlers if isinstance(h, StderrHandler)]
+    direct = []
+    for h in ours:  # the same lines, written to the real stderr instead of through fd 2
+        d = logging.StreamHandler(_active.out)
+        d.setLevel(h.level)
+        d.setFormatter(h.formatter)
+        log.removeHandler(h)
+        log.addHandler(d)
+        direct.append(d)
+    sys.stderr.flush()
+    _active.barrier()  # lines written before stay the command's
+    _active.everything = True
+    try:
+        yield
+    finally:
+        try:
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        _active.barrier()  # lines written inside are the library's
+        _active.everything = False
+        for d in direct:
+            log.removeHandler(d)
+        for h in ours:
+            log.addHandler(h)
 
 
 _exit_code: list[int] = [0]

@@ -156,6 +156,28 @@ def test_lmeval_command_runs_a_task_and_prints_its_results(tiny_model, tmp_path,
     assert rc == 2 and "no_such_task" in capsys.readouterr().err
 
 
+def test_the_console_script_prints_only_its_own_lines_on_stderr(tiny_model, tmp_path):
+    """lm-eval's, transformers' and native libraries' own output (progress bars, log lines, a leak report
+    at exit: about 35 lines) goes to the command's log file; stderr holds our one line naming it."""
+    import re
+
+    from console import console
+
+    r = console("lmeval", "--tasks", MC, "--model", tiny_model, "--limit", "4", "--store", tmp_path / "s",
+                "--no-index", "--bootstrap-iters", "0", cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1, f"{len(lines)} lines on stderr, ours is one:\n{r.stderr}"
+    named = re.fullmatch(r"\(lm-eval's own output: (\S+)\)", lines[0])
+    assert named, lines
+    log = open(named.group(1), encoding="utf-8").read()
+    assert "Running loglikelihood requests" in log  # lm-eval's progress bar, kept
+    assert "acc" in r.stdout and "Running" not in r.stdout
+    quiet = console("lmeval", "--tasks", MC, "--model", tiny_model, "--limit", "4", "--store", tmp_path / "s",
+                    "--no-index", "--bootstrap-iters", "0", "--quiet", cwd=tmp_path, timeout=300)
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+
+
 _NO_LM_EVAL = """
 import sys
 sys.modules["lm_eval"] = None  # as if the extra were not installed
