@@ -187,8 +187,10 @@ class BackendSettings(Strict):
 
 
 class CheckpointSettings(BackendSettings):
-    """Settings of a backend that loads an HF-format checkpoint (``hf``, ``vllm``): where it lives. The
-    generation actor hands the backend a copy whose ``path`` is a local directory (``auditkit_ray.sources``)."""
+    """Settings of a backend that loads an HF-format checkpoint (``hf``, ``vllm``, or a plugin's subclass):
+    where it lives. Its ``checkpoint_path`` is ``path``, so the plan pins a Hub id or an ``s3://`` prefix, the
+    model identity hashes a local directory's files, and the generation actor hands the backend a copy whose
+    ``path`` is a local directory (``auditkit_ray.sources``): nothing else to write for any of it."""
 
     path: str = Field(description="a local directory of an HF-format checkpoint, a Hub id (org/name) or an "
                       "s3:// prefix holding one (docs/models-and-data.md)")
