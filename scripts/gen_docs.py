@@ -171,7 +171,7 @@ def configuration_md() -> str:
              "resolve against the folder of the file that names them, else (where they exist only there) the "
              "working directory; `store.path` resolves against the working directory.", "",
              "Which fields change the numbers (and so enter the fingerprint) is decided in "
-             "`auditkit_ray/config/identity.py`: execution, storage, experiment and tracking settings do not; "
+             "`auditkit_ray/pipeline/identity.py`: execution, storage, experiment and tracking settings do not; "
              "see [concepts](concepts.md#fingerprints).", ""]
     lines += _SchemaDoc(json_schema("run"), "run").render(
         "Run file", "One model on one dataset with one set of metrics (`auditkit-ray run FILE`).")
