@@ -37,7 +37,7 @@ __all__ = [
     "k8s_dump", "k8s_render", "k8s_submit", "leaderboard", "list_metrics", "lmeval", "load_config", "load_run",
     "load_sweep", "open_store", "parse_assignments", "parse_max_regression", "query_runs", "render_report", "rescore",
     "rescore_spec", "resolve_report_input", "resolve_run", "results_browser", "run_fingerprint", "samples_table",
-    "schema", "scrub_secrets", "show_run", "sweep", "sweep_plan", "sync_runs", "use_color", "validate",
+    "schema", "scrub_secrets", "shard_status", "show_run", "sweep", "sweep_plan", "sync_runs", "use_color", "validate",
     "cluster_up", "cluster_down", "cluster_status", "prefer_warm_cluster",
 ]
 
@@ -322,6 +322,14 @@ def sweep(spec: Any, *, address: str | None = None, progress: bool = False, stor
     sweep_spec, source, _ = load_sweep(spec, store=store)
     return run_sweep(sweep_spec, address=address, progress=progress, source=source, fail_fast=fail_fast,
                      events=os.fspath(events) if events is not None else None, on_event=on_event)
+
+
+def shard_status(event: dict[str, Any]) -> str:
+    """A sweep's ``shard_done`` event as its cell's status: ``running 3 of 12 shards, 8.0 samples/s, ETA 9s``
+    (the rate and ETA once the cell has finished a shard in this invocation)."""
+    from .pipeline.sweep import shard_status as _status
+
+    return _status(event)
 
 
 def lmeval(tasks: str | Iterable[str], model: str | os.PathLike, **options: Any) -> list[RunResult]:

@@ -216,7 +216,7 @@ class SweepStatus:
         if e == "cell_started":
             text = f"loading (attempt {event['attempt']})" if event["attempt"] > 1 else "loading"
         elif e == "shard_done":
-            text = f"running {event['shards_done']} of {event['shards_total']} shards"
+            text = api.shard_status(event)
             self.eta = event.get("eta_s")
         elif e == "cell_done":
             text = "done"

@@ -37,7 +37,9 @@ for older readers). Events (``on_event``, ``events`` as JSON lines), each with
 ``event``, ``t`` (epoch seconds) and ``sweep``: ``sweep_started`` (cells: their
 names, cluster_gpus), ``cell_started`` (cell,
 attempt, gpus, shards_total, shards_done), ``shard_done`` (cell, run, shard,
-n, shards_done, shards_total, eta_s), ``cell_done`` / ``cell_failed`` (cell,
+n, shards_done, shards_total; samples and elapsed_s: the samples the cell finished in this invocation and
+the seconds since its generation began, samples_per_s and cell_eta_s: its rate and time left, all
+``progress.ShardRate``'s; eta_s: the sweep's, ``_Sweep.eta_s``), ``cell_done`` / ``cell_failed`` (cell,
 attempts, reason, retry: whether it starts again), ``cell_skipped`` (cell, reason:
 ``fail_fast`` started it not), ``sweep_done`` (cells, done, failed, skipped,
 gpu_occupancy, wall_s). A cell retried emits ``cell_failed`` with
@@ -60,6 +62,7 @@ from ..core.result import RunResult
 from ..errors import AuditKitError, InfrastructureError, Interrupted, RunError
 from .driver import model_key, run_pipeline, stored_or_finish
 from .plan import Plan, build_plans, mark_interrupted, model_problem, unplanned
+from .progress import ShardRate
 from .runtime import init_ray, warn_on_failure
 
 log = logging.getLogger(__name__)
@@ -83,6 +86,12 @@ class Cell:
     bypassed: int = 0
     #: the running attempt's pipeline (``ray_compat.PipelineHandle``), to stop it
     handle: Any = None
+    #: the running attempt's rate and time left (its shards so far)
+    rate: ShardRate | None = None
+
+    @property
+    def samples_per_shard(self) -> float:
+        return sum(p.n_requests for p in self.plans) / max(1, sum(p.n_shards for p in self.plans))
 
     @property
     def label(self) -> str:
@@ -207,7 +216,6 @@ class _Sweep:
         self.on_event, self.progress = on_event, progress
         self.events = open(events, "a", encoding="utf-8") if events else None  # noqa: SIM115 - closed in close()
         self.t0 = time.time()
-        self.shards_at_start = sum(c.shards_done for c in cells)
         self.state = "running"
         self.occupancy: float | None = None
         self.manifest = self.write_manifest()
@@ -218,12 +226,26 @@ class _Sweep:
             self.events = None
 
     def eta_s(self) -> float | None:
-        total = sum(c.shards_total for c in self.cells if c.state != "failed")
-        done = sum(c.shards_done for c in self.cells if c.state != "failed")
-        new = done - self.shards_at_start
-        if new <= 0 or done >= total:
-            return None if done < total else 0.0
-        return round((time.time() - self.t0) / new * (total - done), 1)
+        """The sweep's time left, from what its cells measured in this invocation (None before the first shard
+        is done): a generating cell's own ETA (``ShardRate``); a cell still loading or queued takes the
+        measured cells' mean start-up (cell start to generation) and their mean samples per second. Cells
+        running side by side overlap; the queued ones share the slots the running ones hold."""
+        measured = [c.rate for c in self.cells if c.rate is not None and c.rate.samples_per_s]
+        if not measured:
+            return None
+        rate = sum(r.samples_per_s or 0.0 for r in measured) / len(measured)
+        startup = sum((r.began or r.created) - r.created for r in measured) / len(measured)
+
+        def estimate(c: Cell) -> float:
+            if c.rate is not None and c.rate.samples_per_s:
+                return c.rate.eta_s() or 0.0
+            loading = c.rate.clock() - c.rate.created if c.rate is not None else 0.0
+            return max(0.0, startup - loading) + (c.shards_total - c.shards_done) * c.samples_per_shard / rate
+
+        running = [c for c in self.cells if c.state in ("loading", "running")]
+        queued = [c for c in self.cells if c.state == "queued"]
+        now = max((estimate(c) for c in running), default=0.0)
+        return round(now + sum(estimate(c) for c in queued) / max(1, len(running)), 1)
 
     def emit(self, event: str, **fields: Any) -> None:
         doc = {"event": event, "t": round(time.time(), 3), "sweep": self.sweep.name, **fields}
@@ -265,7 +287,7 @@ def status_line(event: dict[str, Any]) -> str:
         return f"[{cell}] loading (attempt {event['attempt']}, {event['gpus']:g} GPUs)"
     if e == "shard_done":
         eta = f", sweep ETA {event['eta_s']:.0f}s" if event.get("eta_s") else ""
-        return f"[{cell}] running {event['shards_done']} of {event['shards_total']} shards{eta}"
+        return f"[{cell}] {shard_status(event)}{eta}"
     if e == "cell_done":
         return f"[{cell}] done"
     if e == "cell_failed":
@@ -278,6 +300,17 @@ def status_line(event: dict[str, Any]) -> str:
         occ = f", GPU occupancy {event['gpu_occupancy']:.0%}" if event.get("gpu_occupancy") is not None else ""
         return f"sweep {event['sweep']}: {event['done']} cells done, {event['failed']} failed{occ}"
     return json.dumps(event)
+
+
+def shard_status(event: dict[str, Any]) -> str:
+    """A ``shard_done`` event as its cell's status: ``running 3 of 12 shards, 8.0 samples/s, ETA 9s`` (the
+    figures once the cell has finished a shard in this invocation, ``progress.ShardRate``)."""
+    text = f"running {event['shards_done']} of {event['shards_total']} shards"
+    if event.get("samples_per_s"):
+        text += f", {event['samples_per_s']:.1f} samples/s"
+    if event.get("cell_eta_s"):
+        text += f", ETA {event['cell_eta_s']:.0f}s"
+    return text
 
 
 def _record_failure(plan: Plan, reason: str, parent: str | None) -> None:
@@ -388,7 +421,9 @@ def _run_cell(sw: _Sweep, cell: Cell, address: str | None, parent: str | None) -
         cell.plans = build_plans([p.spec for p in cell.plans])
         cell.shards_done = sum(len(p.done) for p in cell.plans)
     t0 = time.perf_counter()
+    rate = ShardRate(cell.shards_total, cell.shards_done)
     with sw.lock:
+        cell.rate = rate
         cell.started, cell.ended, cell.state, cell.error = time.time(), None, "loading", None
         sw.run_states.update({p.layout.run_fp: "running" for p in cell.plans})
         sw.write_manifest()
@@ -410,12 +445,17 @@ def _run_cell(sw: _Sweep, cell: Cell, address: str | None, parent: str | None) -
     def shard_done(out: Any) -> None:
         with sw.lock:
             cell.shards_done += 1
+            rate.add(out.n, out.generation_s)
             if cell.state == "loading":
                 cell.state = "running"
                 sw.write_manifest()
         run = next((p.spec.name for p in cell.plans if p.layout.run_fp == out.run), out.run)
+        per_s, left, elapsed = rate.samples_per_s, rate.eta_s(), rate.elapsed_s
         sw.emit("shard_done", cell=cell.name, run=run, shard=out.shard, n=out.n, shards_done=cell.shards_done,
-                shards_total=cell.shards_total, eta_s=sw.eta_s())
+                shards_total=cell.shards_total, samples=rate.samples,
+                elapsed_s=round(elapsed, 3) if elapsed is not None else None,
+                samples_per_s=round(per_s, 2) if per_s else None,
+                cell_eta_s=round(left, 1) if left is not None else None, eta_s=sw.eta_s())
 
     restarts = spec.execution.max_shard_retries + 1 if not spec.execution.shard_timeout_s else None
     try:
