@@ -19,6 +19,8 @@ from .context import Runs
 
 #: how long a shard waits for a lost generation actor to come back when none is up
 WAIT_FOR_ACTOR_S = 600.0
+#: a probe that found the actor restarting (Ray's ActorUnavailableError) is sent again after this long
+REPROBE_S = 0.5
 #: attempts at one shard on actors that die with it (plus two per actor), before it fails the pipeline
 MAX_ATTEMPTS = 10
 
@@ -32,23 +34,29 @@ class ToGenerationActors:
         self.actors = list(actors)
         self.runs = ray.put(runs)  # once: each call passes the reference, resolved in the generation actor
         self.busy = [0] * len(self.actors)
-        self.down: dict[int, Any] = {}  # actor -> its pending ready() probe (None: gone for good)
+        # actor -> its pending ready() probe, or when to probe it again (float), or None: gone for good
+        self.down: dict[int, Any] = {}
         self.lock = threading.Lock()
 
     def _up(self) -> list[int]:
         """Actors to send to; a lost actor whose probe answered is up again."""
         import ray
 
+        now = time.monotonic()
         for i, probe in list(self.down.items()):
             if probe is None:
+                continue
+            if isinstance(probe, float):  # restarting when last probed: asked again from this time on
+                if now >= probe:
+                    self.down[i] = self.actors[i].ready.remote()
                 continue
             ready, _ = ray.wait([probe], timeout=0)
             if ready:
                 try:
                     ray.get(ready[0])
                     del self.down[i]
-                except Exception:  # noqa: BLE001 - it did not come back: never again
-                    self.down[i] = None
+                except Exception as exc:  # noqa: BLE001 - unavailable: restarting, probed again; else gone
+                    self.down[i] = now + REPROBE_S if type(exc).__name__ == "ActorUnavailableError" else None
         return [i for i in range(len(self.actors)) if i not in self.down]
 
     def _pick(self, last: BaseException | None) -> int:
@@ -62,11 +70,15 @@ class ToGenerationActors:
                     i = min(up, key=self.busy.__getitem__)
                     self.busy[i] += 1
                     return i
-                pending = [p for p in self.down.values() if p is not None]
-            if not pending or time.monotonic() > deadline:
+                pending = [p for p in self.down.values() if p is not None and not isinstance(p, float)]
+                restarting = any(isinstance(p, float) for p in self.down.values())
+            if not (pending or restarting) or time.monotonic() > deadline:
                 what = f"{type(last).__name__}: {(str(last).splitlines() or [''])[0]}" if last else "none is up"
                 raise InfrastructureError(f"pipeline failed: the generation actors were lost: {what}")
-            ray.wait(pending, num_returns=1, timeout=1.0)
+            if pending:
+                ray.wait(pending, num_returns=1, timeout=1.0)
+            else:
+                time.sleep(REPROBE_S / 5)
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
         import ray
