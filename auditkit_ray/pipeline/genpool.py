@@ -13,7 +13,7 @@ them), a shard lost with its actor retried on another one that is up (or on the
 same once it is back: the watchdog's exit relies on it), shards in flight per actor (a threaded actor), and a kill
 when the pipeline fails or a sweep aborts it.
 Opt-in for now: ``AUDITKIT_RAY_GENERATION_POOL=owned``; by default generation stays in
-Ray Data's own actor pool (the fault tests do not pass on these actors yet)."""
+Ray Data's own actor pool (two sweep fault tests do not pass on these actors yet: docs/architecture.md)."""
 
 from __future__ import annotations
 
