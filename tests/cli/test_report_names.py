@@ -5,21 +5,10 @@ them, and one that names nothing lists the sweeps there are."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from console import console
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _build_run():
-    sys.path.insert(0, str(ROOT / "tests" / "compare"))
-    try:
-        from conftest import build_run  # the compare tests' run writer (no Ray)
-    finally:
-        sys.path.pop(0)
-    return build_run
+from stored_runs import build_run
 
 
 def _report(r) -> dict:
@@ -64,7 +53,6 @@ def test_report_takes_the_starter_sweep_by_its_name_and_by_fingerprint_prefixes(
 
 
 def _two_sweeps_named_night(store: Path) -> list[str]:
-    build_run = _build_run()
     ids = [f"q{i}" for i in range(6)]
     fps = []
     for k, sfp in enumerate(("ab" + "1" * 62, "ab" + "2" * 62)):

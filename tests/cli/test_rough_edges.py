@@ -4,25 +4,12 @@ next to a failed sweep cell."""
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 from console import console
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _build_run():
-    sys.path.insert(0, str(ROOT / "tests" / "compare"))
-    try:
-        from conftest import build_run  # the compare tests' run writer (no Ray)
-    finally:
-        sys.path.pop(0)
-    return build_run
+from stored_runs import build_run
 
 
 def test_a_sweep_report_with_a_failed_cell_reads_failed_not_ok(tmp_path):
-    build_run = _build_run()
     store = tmp_path / "store"
     ids = [f"q{i}" for i in range(10)]
     fps = {}
@@ -89,7 +76,6 @@ def test_validate_refuses_a_checkpoint_without_weights(tmp_path):
 
 
 def test_the_text_report_header_says_the_run_count_once(tmp_path):
-    build_run = _build_run()
     ids = [f"q{i}" for i in range(6)]
     runs = [str(build_run(tmp_path, n, {"exact_match": {"values": {i: float(k % d != 0) for k, i in enumerate(ids)}}}))
             for n, d in (("a", 2), ("b", 3))]
