@@ -77,12 +77,13 @@ def _plant(src: str, dst: str) -> dict[str, str]:
 
 
 def _boundaries() -> list[tuple[str, str]]:
-    """One upward import across each rank boundary: a layer of rank r importing one of rank r + 1."""
+    """One upward import from every layer below the top across the boundary above it: each layer of rank r
+    importing the first layer of the next rank (so every rank boundary is crossed, by each layer under it)."""
     by_rank: dict[int, list[str]] = {}
     for layer, rank in RANKS.items():
         by_rank.setdefault(rank, []).append(layer)
     ranks = sorted(by_rank)
-    return [(by_rank[r][0], by_rank[up][0]) for r, up in zip(ranks, ranks[1:])]
+    return [(low, by_rank[up][0]) for r, up in zip(ranks, ranks[1:]) for low in by_rank[r]]
 
 
 def test_a_clean_tree_passes(tmp_path):
@@ -121,14 +122,17 @@ def test_a_planted_violation_is_found(tmp_path, planted, rule):
     ("judges", "pipeline"), ("integrations", "cli"), ("pipeline", "lmeval"),
     ("data", "sources"),  # siblings: one rank, neither imports the other
 ])), ids=lambda layer: layer or "pkg")
-def test_a_planted_upward_import_is_found_at_every_rank_boundary(tmp_path, src, dst):
+def test_a_planted_upward_import_is_found_in_every_layer_at_every_rank_boundary(tmp_path, src, dst):
     violations = check(scan(_tree(tmp_path, {**CLEAN, **_plant(src, dst)})))
     assert len(violations) == 1, violations
     assert f"imports {dst}" in violations[0].detail or (not dst and "imports pkg" in violations[0].detail), violations
 
 
-def test_the_boundaries_cover_every_rank():
-    assert len(_boundaries()) == len(set(RANKS.values())) - 1
+def test_the_plants_cover_every_layer_and_every_rank_boundary():
+    plants = _boundaries()
+    assert {src for src, _ in plants} == {layer for layer, rank in RANKS.items() if rank < max(RANKS.values())}
+    assert {(RANKS[src], RANKS[dst]) for src, dst in plants} == {
+        (r, up) for r, up in zip(sorted(set(RANKS.values())), sorted(set(RANKS.values()))[1:])}
 
 
 def test_a_type_checking_upward_import_is_found(tmp_path):
