@@ -189,8 +189,8 @@ def warnings_until_exit() -> None:
 class SweepStatus:
     """A sweep's progress from its events (``api.sweep(on_event=...)``): one status line per cell (queued,
     loading, running k of n shards, done, failed: reason) and the sweep's ETA, redrawn in place on a terminal;
-    elsewhere (a log file, CI) a plain line per change of state, and for a running cell at most one every
-    ``every_s`` seconds."""
+    elsewhere (a log file, CI) a plain line per change of state, and for a running cell the line of its first
+    shard (its first rate and ETA), then at most one every ``every_s`` seconds, and its last."""
 
     def __init__(self, cells: list[str] | None = None, stream: Any = None, every_s: float = 10.0) -> None:
         self.stream = stream
@@ -215,6 +215,7 @@ class SweepStatus:
             return
         if e == "cell_started":
             text = f"loading (attempt {event['attempt']})" if event["attempt"] > 1 else "loading"
+            self.last.pop(cell, None)  # a new attempt's first shard is shown too
         elif e == "shard_done":
             text = api.shard_status(event)
             self.eta = event.get("eta_s")
@@ -239,11 +240,11 @@ class SweepStatus:
         if self._out().isatty() if hasattr(self._out(), "isatty") else False:
             self._draw(cell)
             return
-        now = time.monotonic()
-        if e == "shard_done" and now - self.last.get(cell, 0.0) < self.every_s \
-                and event["shards_done"] < event["shards_total"]:
-            return
-        self.last[cell] = now
+        if e == "shard_done":  # the first shard's figures (the first ETA), then one every every_s, and the last
+            now = time.monotonic()
+            if now - self.last.get(cell, -self.every_s) < self.every_s and event["shards_done"] < event["shards_total"]:
+                return
+            self.last[cell] = now
         eta = f"  (sweep ETA {self.eta:.0f}s)" if e == "shard_done" and self.eta else ""
         print(f"[{cell}] {text}{eta}", file=self._out(), flush=True)
 
