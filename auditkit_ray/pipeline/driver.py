@@ -163,6 +163,7 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool, *, acto
 def _run_pipeline(plans: list[Plan], address: str | None, progress: bool, actor_restarts: int | None,
                   on_shard: Callable[[Any], None] | None, on_start: Callable[[Any], None] | None,
                   started: float | None, owned: list[GenerationPool]) -> dict[str, dict[str, Any]]:
+    """The pipeline's steps: its source, the generation stage, the scoring stages, then the shards as they come."""
     stats = {p.layout.run_fp: {"generated": 0, "generation_s": 0.0, "new_tokens": 0, "model_size": None, "tallies": {}}
              for p in plans}
     pending = [(p, i) for p in plans for i in p.pending]
@@ -176,13 +177,24 @@ def _run_pipeline(plans: list[Plan], address: str | None, progress: bool, actor_
     name = lead.name if len(plans) == 1 else f"{len(plans)} runs"
     ray = init_ray(address, lead.execution)
     quiet_ray_data()
+    runs = {p.layout.run_fp: (p.spec.model_dump_json(by_alias=True), p.store, p.layout) for p in plans}
+    ds = _source(ray, plans, runs, pending)
+    ds, generation = _generation_stage(ray, ds, plans, runs, name, actor_restarts, owned)
+    ds = _scoring_stages(ray, ds, plans, runs, len(pending), generation)
+    handle = kill_actors_on_failure(ds)
+    handle.on_abort.extend(p.kill for p in owned)
+    if on_start is not None:
+        on_start(handle)
+    _drain(ds, plans, stats, name, progress, started, on_shard, handle)
+    return stats
+
+
+def _source(ray: Any, plans: list[Plan], runs: dict, pending: list[tuple[Plan, int]]) -> Any:
+    """The pending shards as a dataset of one row each, with the retrieval stage where a run retrieves."""
     from ray.data import ActorPoolStrategy
 
     from ..actors.retrieve import RetrieveStage
-    from ..actors.score import ScoreStage, pools_needed
-    from ..actors.shard import read_outcome
 
-    runs = {p.layout.run_fp: (p.spec.model_dump_json(by_alias=True), p.store, p.layout) for p in plans}
     items = [p.row(i) for p, i in pending]
     ds = ray.data.from_items(items, override_num_blocks=len(items))
     del items
@@ -198,6 +210,14 @@ def _run_pipeline(plans: list[Plan], address: str | None, progress: bool, actor_
                                       max_tasks_in_flight_per_actor=2),
             num_cpus=0.05,
         )
+    return ds
+
+
+def _generation_stage(ray: Any, ds: Any, plans: list[Plan], runs: dict, name: str, actor_restarts: int | None,
+                      owned: list[GenerationPool]) -> tuple[Any, str]:
+    """``ds`` with its generation stage (the driver's own actors or Ray Data's pool; none for an inline backend
+    or outputs all stored), and what the first scoring pool is told of generation."""
+    lead = plans[0].spec
     n_need_gen = sum(len(p.needs_generation) for p in plans)
     actors = max(p.spec.execution.generation_actors for p in plans)
     n_gen = max(1, min(actors, n_need_gen or 1))
@@ -207,12 +227,6 @@ def _run_pipeline(plans: list[Plan], address: str | None, progress: bool, actor_
         log.warning("%s: %d shard%s of %d samples for %d generation actors; %d will run (a smaller "
                     "execution.shard_size gives every actor a share)", name, n_shards, "s" if n_shards > 1 else "",
                     lead.shard_size, actors, n_gen)
-    pools = pools_needed([p.spec for p in plans])
-    sizes = {"checks": "scoring_actors", "judges": "judge_actors", "oracles": "oracle_actors"}
-    # no more actors in a pool than shards to score: each one is a process to start
-    pool_actors = {pool: max(1, min(len(pending), max(getattr(p.spec.execution, sizes[pool]) for p in plans)))
-                   for pool in pools}
-    res = _resources(ray, lead, sum(pool_actors.values()))
     # a backend with no model (echo) runs in the first scoring pool's actors: no
     # generation actor to start and no hand-off between processes for each shard
     inline = bool(n_need_gen) and lead.model.generates_inline()
@@ -230,7 +244,21 @@ def _run_pipeline(plans: list[Plan], address: str | None, progress: bool, actor_
             ds = _raydata_generation(ds, runs, n_gen, gpus, k, actor_restarts)
     elif owned:
         owned[0].trim(0)  # every output is stored, or the backend runs inline: no model to load
-    generation = "inline" if inline else "given" if n_need_gen else "cached"
+    return ds, "inline" if inline else "given" if n_need_gen else "cached"
+
+
+def _scoring_stages(ray: Any, ds: Any, plans: list[Plan], runs: dict, n_pending: int, generation: str) -> Any:
+    """``ds`` with one scoring stage per pool the runs need (checks, judges, oracles), in that order."""
+    from ray.data import ActorPoolStrategy
+
+    from ..actors.score import ScoreStage, pools_needed
+
+    pools = pools_needed([p.spec for p in plans])
+    sizes = {"checks": "scoring_actors", "judges": "judge_actors", "oracles": "oracle_actors"}
+    # no more actors in a pool than shards to score: each one is a process to start
+    pool_actors = {pool: max(1, min(n_pending, max(getattr(p.spec.execution, sizes[pool]) for p in plans)))
+                   for pool in pools}
+    res = _resources(ray, plans[0].spec, sum(pool_actors.values()))
     for k, kind in enumerate(pools):
         ds = ds.map_batches(
             ScoreStage,
@@ -241,10 +269,15 @@ def _run_pipeline(plans: list[Plan], address: str | None, progress: bool, actor_
             compute=ActorPoolStrategy(size=pool_actors[kind], max_tasks_in_flight_per_actor=2),
             num_cpus=res["score_cpus"],
         )
-    handle = kill_actors_on_failure(ds)
-    handle.on_abort.extend(p.kill for p in owned)
-    if on_start is not None:
-        on_start(handle)
+    return ds
+
+
+def _drain(ds: Any, plans: list[Plan], stats: dict[str, dict[str, Any]], name: str, progress: bool,
+           started: float | None, on_shard: Callable[[Any], None] | None, handle: Any) -> None:
+    """Read each shard's outcome as the pipeline yields it into ``stats``; an interrupt or a failure becomes
+    the error a user reads (an abort's own reason first)."""
+    from ..actors.shard import read_outcome
+
     bar = _Progress(name, sum(p.n_shards for p in plans), sum(len(p.done) for p in plans), progress, started)
     try:
         with _progress_shown(progress):
@@ -277,7 +310,6 @@ def _run_pipeline(plans: list[Plan], address: str | None, progress: bool, actor_
             f"{name}: pipeline failed: {type(inner).__name__}: {first}") from exc
     if handle.aborted is not None:
         raise handle.aborted
-    return stats
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
