@@ -22,6 +22,7 @@ from . import genpool
 from .genpool import GenerationPool
 from .merge import merge
 from .plan import Plan, build_plans, mark_interrupted
+from .progress import ShardProgress
 from .runtime import init_ray, kill_actors_on_failure, quiet_ray_data, unwrap_error, warn_on_failure
 
 log = logging.getLogger(__name__)
@@ -94,39 +95,6 @@ def _progress_shown(enabled: bool) -> Iterator[None]:
         progress_log.setLevel(level)
 
 
-class _Progress:
-    """A line per shard on a terminal; elsewhere (a log, CI) one every 10 s and the last. The rate is over the
-    run's wall time from its start (``started``), the window the final summary's rate uses; the ETA is from
-    the shards done in this invocation (a resumed run's stored shards took no time)."""
-
-    def __init__(self, name: str, total_shards: int, done_shards: int, enabled: bool,
-                 started: float | None = None) -> None:
-        self.name, self.total, self.done = name, total_shards, done_shards
-        self.reused = done_shards
-        self.enabled = enabled
-        self.tty = sys.stderr.isatty()
-        self.t0 = time.perf_counter()
-        self.started = self.t0 if started is None else started
-        self.last = 0.0
-        self.samples = 0
-        if enabled and done_shards:
-            progress_log.info("[%s] resuming: %d of %d shards are stored and reused", name, done_shards, total_shards)
-
-    def update(self, n: int) -> None:
-        self.done += 1
-        self.samples += n
-        now = time.perf_counter()
-        if not self.enabled:
-            return
-        if self.tty or now - self.last > 10 or self.done == self.total:
-            rate = self.samples / max(1e-9, now - self.started)
-            left = self.total - self.done
-            per_shard = (now - self.t0) / max(1, self.done - self.reused)
-            eta = f", ETA {left * per_shard:.0f}s" if left else ""
-            progress_log.info("[%s] shards %d/%d, %.1f samples/s%s", self.name, self.done, self.total, rate, eta)
-            self.last = now
-
-
 #: Ray's errors for a part of the cluster that was lost: a run started again can succeed
 _LOST = RAY_LOST_ERRORS
 
@@ -139,7 +107,7 @@ def model_key(spec: RunSpec) -> str:
 def run_pipeline(plans: list[Plan], address: str | None, progress: bool, *, actor_restarts: int | None = None,
                  on_shard: Callable[[Any], None] | None = None,
                  on_start: Callable[[Any], None] | None = None,
-                 started: float | None = None, pool: GenerationPool | None = None) -> dict[str, dict[str, Any]]:
+                 pool: GenerationPool | None = None) -> dict[str, dict[str, Any]]:
     """One streaming pipeline over the pending shards of runs that share a
     model. Returns per-run generation statistics keyed by run fingerprint.
 
@@ -150,7 +118,7 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool, *, acto
     (``start_generation``); the pipeline uses them (or stops those it does not need) and stops them at its end."""
     owned: list[GenerationPool] = [pool] if pool is not None else []  # stopped at the end, however it ends
     try:
-        stats = _run_pipeline(plans, address, progress, actor_restarts, on_shard, on_start, started, owned)
+        stats = _run_pipeline(plans, address, progress, actor_restarts, on_shard, on_start, owned)
     except BaseException:
         for p in owned:  # a hung or dead actor would not answer a polite close: kill them now
             p.kill()
@@ -162,7 +130,7 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool, *, acto
 
 def _run_pipeline(plans: list[Plan], address: str | None, progress: bool, actor_restarts: int | None,
                   on_shard: Callable[[Any], None] | None, on_start: Callable[[Any], None] | None,
-                  started: float | None, owned: list[GenerationPool]) -> dict[str, dict[str, Any]]:
+                  owned: list[GenerationPool]) -> dict[str, dict[str, Any]]:
     """The pipeline's steps: its source, the generation stage, the scoring stages, then the shards as they come."""
     stats = {p.layout.run_fp: {"generated": 0, "generation_s": 0.0, "new_tokens": 0, "model_size": None, "tallies": {}}
              for p in plans}
@@ -185,7 +153,7 @@ def _run_pipeline(plans: list[Plan], address: str | None, progress: bool, actor_
     handle.on_abort.extend(p.kill for p in owned)
     if on_start is not None:
         on_start(handle)
-    _drain(ds, plans, stats, name, progress, started, on_shard, handle)
+    _drain(ds, plans, stats, name, progress, on_shard, handle)
     return stats
 
 
@@ -273,17 +241,17 @@ def _scoring_stages(ray: Any, ds: Any, plans: list[Plan], runs: dict, n_pending:
 
 
 def _drain(ds: Any, plans: list[Plan], stats: dict[str, dict[str, Any]], name: str, progress: bool,
-           started: float | None, on_shard: Callable[[Any], None] | None, handle: Any) -> None:
+           on_shard: Callable[[Any], None] | None, handle: Any) -> None:
     """Read each shard's outcome as the pipeline yields it into ``stats``; an interrupt or a failure becomes
     the error a user reads (an abort's own reason first)."""
     from ..actors.shard import read_outcome
 
-    bar = _Progress(name, sum(p.n_shards for p in plans), sum(len(p.done) for p in plans), progress, started)
+    bar = ShardProgress(name, sum(p.n_shards for p in plans), sum(len(p.done) for p in plans), progress, progress_log)
     try:
         with _progress_shown(progress):
             for row in ds.iter_rows():
                 out = read_outcome(row["payload"])
-                bar.update(out.n)
+                bar.update(out.n, out.generation_s)
                 if on_shard is not None:
                     on_shard(out)
                 st = stats[out.run]
@@ -383,7 +351,7 @@ def evaluate_specs(specs: list[RunSpec], *, address: str | None = None, progress
     stats: dict[str, dict[str, Any]] = {}
     for group in by_model.values():
         pool, early = early, None  # the runs of one model share it (start_generation)
-        stats.update(run_pipeline(group, address, progress, started=t0, pool=pool))
+        stats.update(run_pipeline(group, address, progress, pool=pool))
     if early is not None:
         early.kill()
     wall = time.perf_counter() - t0

@@ -1,5 +1,5 @@
-"""Progress figures that can be trusted (issue 45), through the real console script: a sweep's cells show
-samples/s and an ETA only once they have finished a shard; the rate is the samples finished over the time
+"""Progress figures that can be trusted (issue 45), through the real console script: a run and a sweep's
+cells show samples/s and an ETA only once they have finished a shard; the rate is the samples finished over the time
 since generation began, the ETA the shards left at that rate, and a resumed cell counts only the shards it
 does now. Figures are checked against one another, never against a speed."""
 
@@ -96,3 +96,75 @@ def test_a_resumed_sweep_cell_counts_only_the_shards_it_does_now(tmp_path):
     assert [(e["shards_done"], e["samples"]) for e in shards] == [(4, 2), (5, 4), (6, 6)], shards
     for e in shards:
         _check_figures(e)
+
+
+_LINE = re.compile(r"\[long\] shards (\d+)/12: (\d+) samples in (\d+\.\d)s of generation, (\d+\.\d) samples/s"
+                   r"(?:, ETA (\d+)s)?")
+
+
+def _run_file(tmp_path: Path) -> Path:
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"id": f"s{i:02d}", "q": f"q{i}", "a": "x"}) + "\n" for i in range(24)))
+    (tmp_path / "run.json").write_text(json.dumps({
+        "name": "long", "dataset": {"path": str(data), "input_field": "q", "target_field": "a"},
+        "model": {"type": "simulated", "fixed_cost_s": 0.2, "per_token_s": 0.0}, "metrics": ["exact_match"],
+        "execution": {"shard_size": 2, "generation_actors": 1}, "store": {"path": str(tmp_path / "store")},
+        "tracking": {"index": False}}))
+    return tmp_path / "run.json"
+
+
+def _progress(stderr: str) -> list[tuple[int, int, float, float, int | None]]:
+    out = []
+    for ln in stderr.splitlines():
+        if ln.startswith("[long] shards "):
+            m = _LINE.fullmatch(ln)
+            assert m, ln
+            done, samples, elapsed, rate, eta = m.groups()
+            out.append((int(done), int(samples), float(elapsed), float(rate), int(eta) if eta else None))
+    return out
+
+
+def _consistent(done: int, samples: int, elapsed: float, rate: float, eta: int | None) -> None:
+    """A progress line's figures agree, to the digits printed: the rate is the samples over the elapsed
+    generation time, the ETA the shards left (2 samples each) at that rate."""
+    assert abs(rate * elapsed - samples) <= 0.05 * (rate + elapsed) + 0.01, (samples, elapsed, rate)
+    if done < 12:
+        left = (12 - done) * 2
+        assert eta is not None, done
+        assert left / (rate + 0.05) - 1 <= eta <= left / max(rate - 0.05, 1e-3) + 1, (done, rate, eta)
+
+
+def test_a_run_s_progress_gives_its_rate_over_generation_time_and_an_eta_from_it(tmp_path):
+    run = _run_file(tmp_path)
+    r = console("run", run, "--json", cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = _progress(r.stderr)
+    assert lines[0][:2] == (1, 2) and lines[-1][:2] == (12, 24), lines
+    first_line = next(ln for ln in r.stderr.splitlines() if ln.startswith("[long] shards "))
+    assert "ETA" not in r.stderr[: r.stderr.index(first_line)], "an ETA before the first shard was done"
+    for line in lines:
+        _consistent(*line)
+    assert lines[-1][4] is None  # nothing left
+    # the window is generation's: Ray's start and the model load, in the run's wall time, are not in it
+    assert lines[-1][2] <= json.loads(r.stdout)["perf"]["wall_s"], (lines[-1], r.stdout[:200])
+
+
+def test_a_resumed_run_s_progress_counts_only_the_shards_it_does_now(tmp_path):
+    run = _run_file(tmp_path)
+    assert console("run", run, "--quiet", cwd=tmp_path, timeout=300).returncode == 0
+    store = tmp_path / "store"
+    (result,) = store.glob("runs/*/result.json")
+    gen_fp = json.loads(result.read_text())["generation_fingerprint"]
+    for k in range(6, 12):
+        for pattern in (f"runs/*/*/shard-{k:05d}.parquet", f"generations/{gen_fp}/*/shard-{k:05d}.parquet"):
+            (stored,) = store.glob(pattern)
+            stored.unlink()
+    result.unlink()
+    again = console("run", run, cwd=tmp_path, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert "[long] resuming: 6 of 12 shards are stored and reused" in again.stderr, again.stderr
+    lines = _progress(again.stderr)
+    # this invocation's samples only: 2 after its first shard (not 14 with the stored ones)
+    assert lines[0][:2] == (7, 2) and lines[-1][:2] == (12, 12), lines
+    for line in lines:
+        _consistent(*line)
