@@ -24,7 +24,9 @@ from local_cluster import free_port, stop_cluster  # noqa: E402  (tests/support)
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     ray = shutil.which("ray", path=str(BIN)) or str(BIN / "ray")
-    gcs, dash = free_port(), free_port()
+    # the job agent's own port too: Ray's default (52365) is taken by whichever local cluster on the machine
+    # started first (another xdist worker's session cluster), and jobs are then refused as "no available agent"
+    gcs, dash, agent = free_port(), free_port(), free_port()
     import tempfile
 
     temp_dir = tempfile.mkdtemp(prefix="akjob-", dir="/tmp")  # short: Ray's socket paths have a length limit
@@ -48,6 +50,8 @@ def cluster(tmp_path_factory):
             "127.0.0.1",
             "--dashboard-port",
             str(dash),
+            "--dashboard-agent-listen-port",
+            str(agent),
             "--disable-usage-stats",
             "--temp-dir",
             temp_dir,
