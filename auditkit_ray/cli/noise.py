@@ -25,7 +25,7 @@ import sys
 import tempfile
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import IO, Iterator
 
 #: lines that are another program's log, not the command's message
@@ -78,12 +78,10 @@ class _Filter:
             if barrier:  # after a partial line (a progress bar's "\r" redraw) it ends that line
                 line = line[: -len(_BARRIER)] + "\n" if line != _BARRIER else ""
             # a foreign line's continuation (an indented line, a traceback of Ray's own) stays with it
-            if not line:
-                pass
-            elif self.everything or FOREIGN.match(line) or (foreign_block and line[:1] in (" ", "\t")):
+            if line and (self.everything or FOREIGN.match(line) or (foreign_block and line[:1] in (" ", "\t"))):
                 foreign_block = True
                 self._keep(line)
-            else:
+            elif line:  # empty: a barrier alone, nothing to pass on
                 foreign_block = False
                 self.out.write(line)
                 self.out.flush()
@@ -98,10 +96,8 @@ class _Filter:
 
     def close(self, name_log: bool) -> None:
         """Put fd 2 back, drain the pipe, and name the log file if it holds anything."""
-        try:
+        with suppress(OSError, ValueError):
             sys.stderr.flush()
-        except (OSError, ValueError):
-            pass
         os.dup2(self.real, 2)
         os.write(self.own_end, _SENTINEL.encode())  # everything before it is read and passed on first
         os.close(self.own_end)
@@ -165,10 +161,8 @@ def library_output_to_log(logger: str = "auditkit_ray") -> Iterator[None]:
     try:
         yield
     finally:
-        try:
+        with suppress(OSError, ValueError):
             sys.stderr.flush()
-        except (OSError, ValueError):
-            pass
         _active.barrier()  # lines written inside are the library's
         _active.everything = False
         for d in direct:

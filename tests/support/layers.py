@@ -197,13 +197,12 @@ def check(scan_: Scan) -> list[Violation]:
         if imp.internal:
             dst = scan_.layer(imp.target)
             allowed = INTERNAL_ALLOWED.get(src)
-            if dst == src or dst in ANYWHERE:
-                pass
-            elif allowed is not None:
+            own = dst == src or dst in ANYWHERE  # its own layer, or one every layer may import: no rule applies
+            if not own and allowed is not None:
                 if dst not in allowed:
                     out.append(Violation(f"{src or 'the package'}/ imports only {sorted(allowed | ANYWHERE)}", where,
                                          f"imports {imp.target or scan_.package}"))
-            elif src in RANKS and dst in RANKS and RANKS[dst] >= RANKS[src]:
+            elif not own and src in RANKS and dst in RANKS and RANKS[dst] >= RANKS[src]:
                 kind = "a sibling" if RANKS[dst] == RANKS[src] else "a higher"
                 out.append(Violation("a layer imports only lower ranks", where,
                                      f"{_rank_name(src)} (rank {RANKS[src]}) imports {imp.target or scan_.package}, "
