@@ -277,8 +277,9 @@ def _events():
     yield {"event": "sweep_started", "sweep": "s", "cells": ["a", "b", "c"], "cluster_gpus": 4.0}
     yield {"event": "cell_started", "cell": "a", "attempt": 1, "gpus": 1.0}
     yield {"event": "cell_started", "cell": "b", "attempt": 1, "gpus": 1.0}
-    yield {"event": "shard_done", "cell": "a", "shards_done": 1, "shards_total": 2, "eta_s": 12.0}
-    yield {"event": "shard_done", "cell": "a", "shards_done": 2, "shards_total": 2, "eta_s": 3.0}
+    yield {"event": "shard_done", "cell": "a", "shards_done": 1, "shards_total": 3, "eta_s": 12.0}
+    yield {"event": "shard_done", "cell": "a", "shards_done": 2, "shards_total": 3, "eta_s": 7.0}
+    yield {"event": "shard_done", "cell": "a", "shards_done": 3, "shards_total": 3, "eta_s": 3.0}
     yield {"event": "cell_done", "cell": "a", "attempts": 1}
     yield {"event": "cell_failed", "cell": "b", "attempts": 1, "reason": "model load failed: X", "retry": False}
     yield {"event": "sweep_done", "sweep": "s", "cells": 3, "done": 1, "failed": 1, "gpu_occupancy": 0.5,
@@ -303,7 +304,7 @@ def test_sweep_status_redraws_in_place_on_a_terminal_and_prints_plain_lines_else
         status(e)
     assert "\x1b" not in plain.text
     assert plain.text.splitlines() == [
-        # a's first shard comes within every_s of its last line: not printed
+        # a's first shard (its first ETA) and its last are printed; the one between comes within every_s: not
         "sweep s: 3 cells queued on 4 GPUs", "[a] loading", "[b] loading",
-        "[a] running 2 of 2 shards  (sweep ETA 3s)", "[a] done", "[b] failed: model load failed: X",
+        "[a] running 1 of 3 shards  (sweep ETA 12s)", "[a] running 3 of 3 shards  (sweep ETA 3s)", "[a] done", "[b] failed: model load failed: X",
         "sweep s: 1 of 3 cells done, 1 failed, GPU occupancy 50%, 20s"]
