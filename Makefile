@@ -53,8 +53,9 @@ test: $(STAMP) $(MODEL)/config.json
 	# lint first (pyproject's [tool.ruff]): a lint failure fails the suite
 	$(BIN)/ruff check .
 	# pytest-xdist: PYTEST_WORKERS processes (docs/testing.md); a test file runs whole on one worker
-	# (tests/conftest.py groups them, --dist loadgroup), each worker has its own local Ray
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup; rc=$$?; \
+	# (tests/conftest.py groups them, --dist loadgroup), each worker has its own local Ray;
+	# the 30 slowest tests are printed, so every CI log says where the time went
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=30; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 # An offline bundle for air-gapped nodes (scripts/bundle.py): dist/bundle/ holds the wheels of
