@@ -11,7 +11,6 @@ import logging
 import re
 import sys
 import time
-import warnings
 from typing import Any, Callable, Iterator
 
 from ..config.models import RunSpec
@@ -47,19 +46,18 @@ def _raydata_generation(ds: Any, runs: dict, n_gen: int, gpus: float, k: int, ac
 
     in_actor = {"max_concurrent_calls_per_actor": k, "enable_true_multi_threading": True} if k > 1 else {}
     restarts = {"max_restarts": actor_restarts} if actor_restarts is not None else {}
-    with warnings.catch_warnings():  # Ray 2.60 has no named parameter for max_restarts yet
-        warnings.filterwarnings("ignore", message=".*ray_remote_args.*deprecated")
-        return ds.map_batches(
-            GenerateStage,
-            fn_constructor_kwargs={"runs": runs},
-            batch_size=1,
-            batch_format="numpy",
-            compute=ActorPoolStrategy(size=n_gen, max_tasks_in_flight_per_actor=2 * k, **in_actor),
-            num_gpus=gpus or None,
-            num_cpus=0,
-            zero_copy_batch=True,
-            **restarts,
-        )
+    # max_restarts goes through ray_remote_args (its deprecation warning is filtered by quiet_ray_data)
+    return ds.map_batches(
+        GenerateStage,
+        fn_constructor_kwargs={"runs": runs},
+        batch_size=1,
+        batch_format="numpy",
+        compute=ActorPoolStrategy(size=n_gen, max_tasks_in_flight_per_actor=2 * k, **in_actor),
+        num_gpus=gpus or None,
+        num_cpus=0,
+        zero_copy_batch=True,
+        **restarts,
+    )
 
 
 class _StderrHandler(logging.StreamHandler):

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import warnings
 from typing import Any
 
 from ..config.models import RunSpec
@@ -88,9 +87,7 @@ class GenerationPool:
         # on the driver's node: a forwarder lost with another node would lose outputs its actors had stored, and
         # the retried shard would then read them from the cache, uncounted as generated
         here = NodeAffinitySchedulingStrategy(node_id=self.ray.get_runtime_context().get_node_id(), soft=True)
-        with warnings.catch_warnings():  # Ray 2.60 takes scheduling_strategy only among its ray_remote_args
-            warnings.filterwarnings("ignore", message=".*ray_remote_args.*deprecated")
-            return self._forwarding(ds, runs, calls, here)
+        return self._forwarding(ds, runs, calls, here)  # through ray_remote_args: quiet_ray_data filters its warning
 
     def _forwarding(self, ds: Any, runs: dict[str, Any], calls: int, here: Any) -> Any:
         from ray.data import ActorPoolStrategy

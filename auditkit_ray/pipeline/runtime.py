@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import sys
+import warnings
 from typing import Any, Callable, Iterator
 
 from .. import errors
@@ -212,6 +213,10 @@ def quiet_ray_data() -> None:
     ctx.verbose_stats_logs = False
     logging.getLogger("ray.data").setLevel(logging.WARNING)
     ray_compat.drop_progress_notice()
+    # Ray 2.60 takes max_restarts and scheduling_strategy only among its ray_remote_args, which it calls
+    # deprecated. One process-wide filter: a catch_warnings block per call is not thread-safe, and a sweep
+    # builds its cells' pipelines in threads (one block's exit drops the other's filter).
+    warnings.filterwarnings("ignore", message=r"`ray_remote_args` is deprecated")
 
 
 def unwrap_error(exc: BaseException) -> BaseException:
