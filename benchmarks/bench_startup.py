@@ -73,8 +73,7 @@ def run_cli(system: str, a: Any, n: int, home: Path, work: Path) -> dict[str, An
     cfg.write_text(json.dumps(_spec(a.model, a.data, n, store)))
     env = {**os.environ, "AUDITKIT_RAY_HOME": str(home), "AUDITKIT_RAY_IDLE_TIMEOUT": "600",
            "AUDITKIT_RAY_WARM": "0" if system in ("cli-private", "cli-raydata") else "1"}
-    if system in ("cli-private", "cli-raydata"):
-        env["AUDITKIT_RAY_GENERATION_POOL"] = "owned" if system == "cli-private" else "raydata"
+    env["AUDITKIT_RAY_GENERATION_POOL"] = "raydata" if system == "cli-raydata" else "owned"
     import resource
 
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)

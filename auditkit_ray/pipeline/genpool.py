@@ -12,8 +12,8 @@ so Ray sets ``CUDA_VISIBLE_DEVICES``), restarts (unbounded unless a sweep bounds
 them), a shard lost with its actor retried on another one that is up (or on the
 same once it is back: the watchdog's exit relies on it), shards in flight per actor (a threaded actor), and a kill
 when the pipeline fails or a sweep aborts it.
-Opt-in for now: ``AUDITKIT_RAY_GENERATION_POOL=owned``; by default generation stays in
-Ray Data's own actor pool (two sweep fault tests do not pass on these actors yet: docs/architecture.md)."""
+The default; ``AUDITKIT_RAY_GENERATION_POOL=raydata`` puts generation back in Ray Data's own actor pool (the
+path before, kept to compare against: the outputs are the same sample for sample)."""
 
 from __future__ import annotations
 
@@ -27,10 +27,19 @@ from ..config.models import RunSpec
 log = logging.getLogger(__name__)
 
 
+#: the values of ``AUDITKIT_RAY_GENERATION_POOL``: the driver's own actors (the default) or Ray Data's pool
+POOLS = ("owned", "raydata")
+
+
 def owned() -> bool:
-    """Whether generation runs on the driver's own actors (``AUDITKIT_RAY_GENERATION_POOL=owned``) or in Ray
-    Data's pool (the default until the fault tests pass on the driver's own actors)."""
-    return os.environ.get("AUDITKIT_RAY_GENERATION_POOL", "raydata").strip().lower() == "owned"
+    """Whether generation runs on the driver's own actors (the default) or in Ray Data's pool
+    (``AUDITKIT_RAY_GENERATION_POOL=raydata``)."""
+    from ..errors import ConfigError
+
+    value = os.environ.get("AUDITKIT_RAY_GENERATION_POOL", "owned").strip().lower() or "owned"
+    if value not in POOLS:
+        raise ConfigError(f"AUDITKIT_RAY_GENERATION_POOL={value!r}: expected one of {', '.join(POOLS)}")
+    return value == "owned"
 
 
 def shape(ray: Any, lead: RunSpec, wanted: int) -> tuple[int, float]:

@@ -103,3 +103,12 @@ def test_rescore_takes_a_metric_on_an_annotation_as_results_name_it(tmp_path):
     # the same outputs, the same annotation, the same score
     assert list(metrics) == ["exact_match@word"] and metrics["exact_match@word"]["n"] == 3, metrics
     assert metrics["exact_match@word"]["mean"] == before["exact_match@word"]["mean"], (metrics, before)
+
+
+def test_an_unknown_generation_pool_is_a_usage_error_naming_the_variable(tmp_path):
+    """The driver's own generation actors are the default; ``raydata`` is the path before; a typo is neither."""
+    f = _run_file(tmp_path)
+    r = console("run", f, "--quiet", cwd=tmp_path, env={"AUDITKIT_RAY_GENERATION_POOL": "ownd"})
+    assert r.returncode == 2 and r.stderr.strip() == (
+        "error: AUDITKIT_RAY_GENERATION_POOL='ownd': expected one of owned, raydata"), r.stderr
+    assert not (tmp_path / "store" / "runs").exists()  # nothing ran

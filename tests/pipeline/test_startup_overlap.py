@@ -21,7 +21,7 @@ READ_MAX_S = 120.0
 
 @pytest.fixture(autouse=True)
 def owned_actors(monkeypatch):
-    """The driver's own generation actors (opt-in: AUDITKIT_RAY_GENERATION_POOL=owned)."""
+    """The driver's own generation actors (the default), whatever the environment says."""
     monkeypatch.setenv("AUDITKIT_RAY_GENERATION_POOL", "owned")
 
 
