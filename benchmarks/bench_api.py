@@ -51,7 +51,6 @@ its goal is >= 0.9x the client. ``--latency-ms``, ``--jitter-ms`` and
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib.util
 import json
 import multiprocessing as mp
@@ -59,7 +58,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
@@ -69,6 +68,7 @@ from _common import (  # noqa: E402
     note,
     parser,
     print_machine,
+    ray_prints_to_stderr,
     rmtree,
     run_spec,
     start_ray,
@@ -242,20 +242,6 @@ def run_client(server: Server, records: list[dict[str, Any]], concurrency: int) 
 
 
 # ----------------------------------------------------------------------------- auditkit
-@contextlib.contextmanager
-def ray_prints_to_stderr() -> Iterator[None]:
-    """While Ray runs, ``sys.stdout`` is stderr: Ray's driver prints the raylet's error messages
-    (e.g. "A worker died or was killed ...") on ``sys.stdout`` even with ``log_to_driver`` off, which
-    would break the one-figure-per-line output. Figures are emitted after it."""
-    out = sys.stdout
-    out.flush()
-    sys.stdout = sys.stderr
-    try:
-        yield
-    finally:
-        sys.stdout = out
-
-
 def default_shard_size() -> int:
     from auditkit_ray.backends.api import APISettings as APIBackend
 
