@@ -130,8 +130,8 @@ def _run_pipeline(plans: list[Plan], address: str | None, progress: bool, actor_
                   on_shard: Callable[[Any], None] | None, on_start: Callable[[Any], None] | None,
                   owned: list[GenerationPool]) -> dict[str, dict[str, Any]]:
     """The pipeline's steps: its source, the generation stage, the scoring stages, then the shards as they come."""
-    stats = {p.layout.run_fp: {"generated": 0, "generation_s": 0.0, "new_tokens": 0, "model_size": None, "tallies": {}}
-             for p in plans}
+    stats = {p.layout.run_fp: {"generated": 0, "generation_s": 0.0, "new_tokens": 0, "model_size": None, "tallies": {},
+                               "generated_shards": set(), "read_back": {}} for p in plans}
     pending = [(p, i) for p in plans for i in p.pending]
     if not pending:
         for p in owned:
@@ -258,6 +258,9 @@ def _drain(ds: Any, plans: list[Plan], stats: dict[str, dict[str, Any]], name: s
                     st["generated"] += out.n
                     st["generation_s"] += out.generation_s
                     st["new_tokens"] += out.completion_tokens
+                    st["generated_shards"].add(out.shard)
+                else:
+                    st["read_back"][out.shard] = out.n
                 if out.model_size_bytes:
                     st["model_size"] = out.model_size_bytes
     except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM through the CLI's handler
@@ -276,6 +279,23 @@ def _drain(ds: Any, plans: list[Plan], stats: dict[str, dict[str, Any]], name: s
             f"{name}: pipeline failed: {type(inner).__name__}: {first}") from exc
     if handle.aborted is not None:
         raise handle.aborted
+    credit_lost_generations(plans, stats)
+
+
+def credit_lost_generations(plans: list[Plan], stats: dict[str, dict[str, Any]]) -> None:
+    """Count the shards whose generations this invocation stored though no actor reported generating them.
+
+    An actor stores a shard's generations before it returns the shard; lost in between (its node gone, a
+    kill), its retry reads them back from the store. Those samples were generated once, here: they count for
+    the first run that shares that generation cache, with no generation time (it went with the actor)."""
+    groups: dict[str, list[Plan]] = {}
+    for p in plans:
+        groups.setdefault(p.store.uri(p.layout.gen_dir), []).append(p)
+    for group in groups.values():
+        made = set().union(*(stats[p.layout.run_fp]["generated_shards"] for p in group))
+        lost = {shard: n for p in group for shard, n in stats[p.layout.run_fp]["read_back"].items()
+                if shard not in p.cached_generations and shard not in made}
+        stats[group[0].layout.run_fp]["generated"] += sum(lost.values())
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
