@@ -3,13 +3,18 @@ were planned (``pipeline.genpool``): one light actor in Ray Data's pool hands ea
 them and returns its outputs. Ray Data keeps the streaming, the backpressure and the order of the stages;
 the driver's actors keep the model loaded from the moment the cluster was up.
 
-An actor that dies with a shard (its process, or its node) fails that call at once: the shard goes to another
-actor that is up. The dead one restarts when Ray can place it again (on a node that replaces a lost one) and is
-used again once it answers; when no actor is up and none can come back, the shard fails the pipeline as an
-``InfrastructureError`` naming Ray's error."""
+An actor gets shards once it has answered a probe (``ready()``): a call to an actor that is restarting waits
+until Ray places it again, which may be never (its node is gone and no other has room for it), and this stage
+may itself be a restart of one lost with a node, knowing nothing of which actors are up. An actor that dies
+with a shard (its process, or its node) fails that call at once: the shard goes to another actor that is up;
+a shard sent to an actor that another shard then found lost is taken back and sent again. The dead one
+restarts when Ray can place it again (on a node that replaces a lost one) and is used again once it answers;
+when no actor is up and none can come back, the shard fails the pipeline as an ``InfrastructureError``
+naming Ray's error."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from typing import Any
@@ -21,6 +26,8 @@ from .context import Runs
 WAIT_FOR_ACTOR_S = 600.0
 #: a probe that found the actor restarting (Ray's ActorUnavailableError) is sent again after this long
 REPROBE_S = 0.5
+#: how often a shard waiting for its actor looks whether another shard found that actor lost
+WATCH_S = 1.0
 #: attempts at one shard on actors that die with it (plus two per actor), before it fails the pipeline
 MAX_ATTEMPTS = 10
 
@@ -34,8 +41,9 @@ class ToGenerationActors:
         self.actors = list(actors)
         self.runs = ray.put(runs)  # once: each call passes the reference, resolved in the generation actor
         self.busy = [0] * len(self.actors)
-        # actor -> its pending ready() probe, or when to probe it again (float), or None: gone for good
-        self.down: dict[int, Any] = {}
+        # actor -> its pending ready() probe, or when to probe it again (float), or None: gone for good;
+        # every actor is probed before its first shard
+        self.down: dict[int, Any] = {i: a.ready.remote() for i, a in enumerate(self.actors)}
         self.lock = threading.Lock()
 
     def _up(self) -> list[int]:
@@ -81,13 +89,14 @@ class ToGenerationActors:
                 time.sleep(REPROBE_S / 5)
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
-        import ray
 
         last: BaseException | None = None
         for _ in range(MAX_ATTEMPTS + 2 * len(self.actors)):
             i = self._pick(last)
             try:
-                return ray.get(self.actors[i].run_batch.remote(batch, self.runs))
+                return self._result(i, self.actors[i].run_batch.remote(batch, self.runs))
+            except _TakenBack as exc:
+                last = exc
             except Exception as exc:
                 if type(exc).__name__ not in RAY_LOST_ERRORS:
                     raise
@@ -100,3 +109,23 @@ class ToGenerationActors:
                     self.busy[i] -= 1
         raise InfrastructureError(f"pipeline failed: a shard's generation actor was lost in every attempt: "
                                   f"{type(last).__name__}: {(str(last).splitlines() or [''])[0]}")
+
+    def _result(self, i: int, ref: Any) -> dict[str, Any]:
+        """The call's outputs; taken back (:class:`_TakenBack`, the call cancelled) when its actor is found
+        lost while it waits: it may wait for a restart that never comes."""
+        import ray
+
+        while True:
+            done, _ = ray.wait([ref], timeout=WATCH_S)
+            if done:
+                return ray.get(done[0])
+            with self.lock:
+                lost = i in self.down
+            if lost:
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref)
+                raise _TakenBack(f"generation actor {i} was lost while the shard waited for it")
+
+
+class _TakenBack(Exception):
+    """A shard's call taken back from an actor found lost while the shard waited for it."""
