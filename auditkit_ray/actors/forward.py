@@ -89,7 +89,6 @@ class ToGenerationActors:
                 time.sleep(REPROBE_S / 5)
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
-
         last: BaseException | None = None
         for _ in range(MAX_ATTEMPTS + 2 * len(self.actors)):
             i = self._pick(last)
