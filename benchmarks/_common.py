@@ -45,23 +45,11 @@ MODES = ("smoke", "quick", "full")
 
 
 # ----------------------------------------------------------------------------- output
-#: where figures go: the stdout the benchmark started with, even while ``sys.stdout`` is stderr
+#: where figures go: the stdout the benchmark started with. While Ray runs (``start_ray`` to ``stop_ray``)
+#: ``sys.stdout`` is stderr: Ray's driver prints the raylet's notices ("A worker died or was killed",
+#: "N PYTHON worker processes have been started") on ``sys.stdout`` even with ``log_to_driver`` off, which
+#: would break the one-figure-per-line output
 FIGURES = sys.stdout
-
-
-@contextlib.contextmanager
-def ray_prints_to_stderr() -> Iterator[None]:
-    """While Ray runs, ``sys.stdout`` is stderr: Ray's driver prints the raylet's notices ("A worker died
-    or was killed", "N PYTHON worker processes have been started") on ``sys.stdout`` even with
-    ``log_to_driver`` off, which would break the one-figure-per-line output; :func:`emit` still writes
-    to the stdout the benchmark started with."""
-    out = sys.stdout
-    out.flush()
-    sys.stdout = sys.stderr
-    try:
-        yield
-    finally:
-        sys.stdout = out
 
 
 def emit(name: str, value: Any, unit: str = "") -> None:
@@ -250,31 +238,23 @@ def write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
 # ----------------------------------------------------------------------------- ray
 def start_ray(num_cpus: float | None = None, num_gpus: float | None = None) -> float:
     """Start a local Ray the way the driver does; return the seconds it took. Until :func:`stop_ray`,
-    ``sys.stdout`` is stderr (:func:`ray_prints_to_stderr`)."""
+    ``sys.stdout`` is stderr (see :data:`FIGURES`)."""
     from auditkit_ray.config.models import ExecutionSpec
     from auditkit_ray.pipeline.runtime import init_ray
 
-    global _RAY_STDOUT
-    if _RAY_STDOUT is None:
-        _RAY_STDOUT = ray_prints_to_stderr()
-        _RAY_STDOUT.__enter__()
+    sys.stdout.flush()
+    sys.stdout = sys.stderr
     t0 = time.perf_counter()
     init_ray(None, ExecutionSpec(num_cpus=num_cpus, num_gpus=num_gpus))
     return time.perf_counter() - t0
 
 
 def stop_ray() -> None:
-    global _RAY_STDOUT
     with contextlib.suppress(Exception):
         import ray
 
         ray.shutdown()
-    if _RAY_STDOUT is not None:
-        _RAY_STDOUT.__exit__(None, None, None)
-        _RAY_STDOUT = None
-
-
-_RAY_STDOUT: contextlib.AbstractContextManager[None] | None = None
+    sys.stdout = FIGURES
 
 
 def run_spec(spec: dict[str, Any]):

@@ -68,7 +68,6 @@ from _common import (  # noqa: E402
     note,
     parser,
     print_machine,
-    ray_prints_to_stderr,
     rmtree,
     run_spec,
     start_ray,
@@ -366,14 +365,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         c1, st_c1 = run_client(server, records, a.concurrency)
         note(f"client (1st): {c1:.2f} s, {n / c1:.0f} req/s")
-        with ray_prints_to_stderr():
-            ray_start = start_ray()
-            try:
-                warm = warm_up()
-                for shard in shards:
-                    runs[shard] = run_auditkit(server, data, work / f"store-{shard}", n, shard, a.concurrency)
-            finally:
-                stop_ray()
+        ray_start = start_ray()
+        try:
+            warm = warm_up()
+            for shard in shards:
+                runs[shard] = run_auditkit(server, data, work / f"store-{shard}", n, shard, a.concurrency)
+        finally:
+            stop_ray()
         rec.emit("api.ray_start", ray_start, "s")
         rec.emit("api.warm_up_run", warm, "s")
         c2, st_c2 = run_client(server, records, a.concurrency)
