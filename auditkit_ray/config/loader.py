@@ -86,7 +86,7 @@ def load_sweep_spec(path: str | os.PathLike) -> SweepSpec:
     try:
         return SweepSpec.model_validate(anchor_sweep_paths(data, path))
     except ValidationError as exc:
-        raise ConfigError(validation_message(exc, str(path), lines)) from None
+        raise ConfigError(validation_message(exc, str(path), lines, root=SweepSpec)) from None
 
 
 def load_config(path: str | os.PathLike) -> RunSpec | SweepSpec:

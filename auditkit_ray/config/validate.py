@@ -14,7 +14,7 @@ from ..core.envvars import expand_env, fmt_loc
 from ..core.suggest import did_you_mean
 from ..errors import ConfigError
 from .documents import Lines
-from .models import RunSpec
+from .models import RunSpec, SweepSpec
 
 __all__ = ["EXPAND_SECTIONS", "run_spec_from_dict", "validation_message"]
 
@@ -47,7 +47,10 @@ def _with_env(data: Any, source: str, lines: "Lines | None" = None) -> Any:
     return out
 
 
-def validation_message(exc: ValidationError, source: str, lines: Lines, prefix: tuple = ()) -> str:
+def validation_message(exc: ValidationError, source: str, lines: Lines, prefix: tuple = (),
+                       root: type = RunSpec) -> str:
+    """One line per error (five at most): the file, the line, the field path and what is wrong. ``root`` is the
+    model validated (a run, or a sweep): an unknown field's suggestions are the names accepted where it stands."""
     msgs = []
     for err in exc.errors()[:5]:
         loc = _drop_union_tags(tuple(err["loc"]))
@@ -58,7 +61,7 @@ def validation_message(exc: ValidationError, source: str, lines: Lines, prefix: 
         where = f"{source}:{line}" if line else source
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
-            msg = "unknown field" + did_you_mean(str(loc[-1]), _fields_at(tuple(err["loc"][:-1])))
+            msg = _unknown_field(str(loc[-1]), tuple(err["loc"][:-1]), root)
         elif err["type"] == "union_tag_invalid":
             ctx = err.get("ctx") or {}
             tags = [t.strip(" '") for t in str(ctx.get("expected_tags", "")).split(",") if t.strip(" '")]
@@ -77,15 +80,22 @@ def validation_message(exc: ValidationError, source: str, lines: Lines, prefix: 
     return "\n".join(msgs)
 
 
-def _fields_at(loc: tuple) -> list[str]:
-    """The field names the model at ``loc`` (pydantic's path, union tags included) accepts: for suggestions."""
+def _unknown_field(name: str, loc: tuple, root: type) -> str:
+    if root is SweepSpec and not loc and name in RunSpec.model_fields:
+        return f"unknown field at the top of a sweep: a run's settings go under base (base.{name})"
+    return "unknown field" + did_you_mean(name, [f for f in _fields_at(loc, root) if f != name])
+
+
+def _fields_at(loc: tuple, root: type = RunSpec) -> list[str]:
+    """The field names the model at ``loc`` (pydantic's path, union tags included) below ``root`` accepts: for
+    suggestions."""
     import typing
 
     from pydantic import BaseModel
 
     from ..core.backends import backend_settings
 
-    model: Any = RunSpec
+    model: Any = root
     for part in loc:
         if isinstance(part, int):
             continue

@@ -74,3 +74,14 @@ def test_a_gate_or_a_query_naming_an_unknown_metric_is_a_usage_error_with_the_ne
     assert "a" in console("runs", "query", "--metric", "exact_match>=0.5", env=env).stdout
     line = _one_line(console("runs", "query", "--metric", "exact_mach>=0.5", env=env))
     assert "did you mean 'exact_match'" in line, line
+
+
+def test_a_run_setting_at_the_top_of_a_sweep_is_sent_under_base_not_suggested_as_itself(starter, tmp_path):
+    text = (starter / "sweep.yaml").read_text()
+    bad = tmp_path / "sweep.yaml"
+    bad.write_text(text + "store: {path: elsewhere}\n")
+    (tmp_path / "data").symlink_to(starter / "data")
+    line = _one_line(console("validate", bad, cwd=tmp_path))
+    number = len(bad.read_text().splitlines())
+    assert f"sweep.yaml:{number}: store: " in line and "go under base (base.store)" in line, line
+    assert "did you mean 'store'" not in line, line
