@@ -5,7 +5,8 @@ its end when it held any. ``--verbose`` (or ``AUDITKIT_RAY_VERBOSE=1``) lets the
 
 This works on file descriptor 2, not on ``sys.stderr``: most of those lines are written by C++ code or by
 child processes that inherit the descriptor. A thread reads the pipe that stands for fd 2 and passes every
-other line on to the real stderr, in order. Only the console script turns it on (``auditkit_ray.cli.
+other line on to the real stderr, in order. A record of Ray's Python logger is one write to ``sys.stderr``; all its lines go
+to the log with its first, the unindented ones of a chained traceback too. Only the console script turns it on (``auditkit_ray.cli.
 entrypoint``), never ``main()`` called in-process.
 
 A command that runs a chatty library in its own process (``lmeval``: lm-eval's and transformers' progress
@@ -41,6 +42,9 @@ FOREIGN = re.compile(
 )
 
 
+#: put before each further line of one write to ``sys.stderr`` that began with a foreign line: the pump keeps it
+#: with that line (a Ray logger's record is one write, and its traceback's lines have no shape of their own)
+_CONTINUED = "\x01"
 _SENTINEL = "\0auditkit-stderr-end\0\n"
 _BARRIER = "\0auditkit-stderr-barrier\0\n"
 
@@ -77,6 +81,10 @@ class _Filter:
             barrier = line.endswith(_BARRIER)
             if barrier:  # after a partial line (a progress bar's "\r" redraw) it ends that line
                 line = line[: -len(_BARRIER)] + "\n" if line != _BARRIER else ""
+            if line.startswith(_CONTINUED):  # the rest of a foreign record written in one piece
+                foreign_block = True
+                self._keep(line[len(_CONTINUED):])
+                continue
             # a foreign line's continuation (an indented line, a traceback of Ray's own) stays with it
             if line and (self.everything or FOREIGN.match(line) or (foreign_block and line[:1] in (" ", "\t"))):
                 foreign_block = True
@@ -98,6 +106,8 @@ class _Filter:
         """Put fd 2 back, drain the pipe, and name the log file if it holds anything."""
         with suppress(OSError, ValueError):
             sys.stderr.flush()
+        if isinstance(sys.stderr, _RecordMarker):
+            sys.stderr = sys.stderr.stream
         os.dup2(self.real, 2)
         os.write(self.own_end, _SENTINEL.encode())  # everything before it is read and passed on first
         os.close(self.own_end)
@@ -113,6 +123,26 @@ class _Filter:
         self.out.flush()
 
 
+class _RecordMarker:
+    """``sys.stderr`` while the filter runs: a write whose first line is foreign (a Ray logger's record, with
+    the unindented lines of a chained traceback in it) has its other lines marked as the same record's."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        head, sep, rest = text.partition("\n")
+        if rest and FOREIGN.match(head):
+            lines = rest.split("\n")
+            tail = lines.pop()  # after the last newline: a line still open, or nothing
+            rest = "".join(f"{_CONTINUED}{ln}\n" for ln in lines) + (_CONTINUED + tail if tail else "")
+        self.stream.write(head + sep + rest)
+        return len(text)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.stream, name)
+
+
 _active: _Filter | None = None
 
 
@@ -125,6 +155,7 @@ def filter_foreign_lines(verbose: bool) -> None:
         _active = _Filter()
     except OSError:  # no usable fd 2 (a closed stderr): nothing to filter
         return
+    sys.stderr = _RecordMarker(sys.stderr)  # type: ignore[assignment]
     # registered before Ray is imported, so it runs after Ray's own exit hooks (last in, first out) and
     # their lines are still filtered
     atexit.register(_close_at_exit)

@@ -36,6 +36,8 @@ def check_clean_stderr(stderr: str, args: tuple = ()) -> None:
     """Fail on a traceback or a foreign log line in what a command printed on stderr."""
     from auditkit_ray.cli.noise import FOREIGN
 
-    assert "Traceback (most recent call last)" not in stderr, f"auditkit-ray {args}: a traceback:\n{stderr}"
+    for part in ("Traceback (most recent call last)", "The above exception was the direct cause",
+                 "During handling of the above exception"):  # a traceback, or the tail of one
+        assert part not in stderr, f"auditkit-ray {args}: a traceback:\n{stderr}"
     foreign = [ln for ln in stderr.splitlines() if FOREIGN.match(ln)]
     assert not foreign, f"auditkit-ray {args}: log lines the user did not ask for: {foreign[:3]}"
