@@ -39,6 +39,7 @@ BENCHMARKS = {
     "vllm_raydata": "bench_vllm_raydata.py",
     "gpu": "bench_gpu.py",
     "startup": "bench_startup.py",
+    "signals": "bench_signals.py",
 }
 
 

@@ -75,6 +75,8 @@ EXPECTED = {
     "startup": ["startup.plain-hf.wall", "startup.cli-cold.wall", "startup.cli-warm.wall", "startup.cli-raydata.wall",
                 "startup.ratio.cli-warm_vs_plain", "startup.first_token_gap.cli-cold",
                 "goal.whole_run_warm_le_1.15x_plain"],
+    "signals": ["signals.run-private.SIGINT.stop", "signals.run-private.SIGTERM.stop",
+                "signals.ratio.run-private.term_vs_int", "goal.term_le_1.5x_int"],
 }
 
 
