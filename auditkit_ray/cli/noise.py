@@ -5,9 +5,9 @@ its end when it held any. ``--verbose`` (or ``AUDITKIT_RAY_VERBOSE=1``) lets the
 
 This works on file descriptor 2, not on ``sys.stderr``: most of those lines are written by C++ code or by
 child processes that inherit the descriptor. A thread reads the pipe that stands for fd 2 and passes every
-other line on to the real stderr, in order. A record of Ray's Python logger is one write to ``sys.stderr``; all its lines go
-to the log with its first, the unindented ones of a chained traceback too. Only the console script turns it on (``auditkit_ray.cli.
-entrypoint``), never ``main()`` called in-process.
+other line on to the real stderr, in order. A record of Ray's Python logger is one write to ``sys.stderr``,
+and all its lines go where its first goes, the unindented ones of a chained traceback too. Only the console
+script turns it on (``auditkit_ray.cli.entrypoint``), never ``main()`` called in-process.
 
 A command that runs a chatty library in its own process (``lmeval``: lm-eval's and transformers' progress
 bars and log lines, whatever their shape) wraps it in ``library_output_to_log``: every line on fd 2 then goes
