@@ -173,7 +173,7 @@ INTERNAL_ALLOWED: dict[str, set[str]] = {
 #: third-party packages core/ may import
 CORE_THIRD_PARTY = {"pydantic", "pydantic_core", "yaml", "orjson"}
 #: layers that may import ray
-RAY_LAYERS = {"pipeline", "actors", "lmeval"}
+RAY_LAYERS = {"pipeline", "actors"}
 #: third-party packages viewer/ may import
 VIEWER_THIRD_PARTY = {"aiohttp"}
 
