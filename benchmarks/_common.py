@@ -25,6 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 CACHE = BENCH / ".cache"
 PY = sys.executable
+#: the console script of the environment the benchmarks run in
+CLI = str(Path(PY).parent / "auditkit-ray")
 
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))

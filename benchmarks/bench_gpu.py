@@ -323,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         med = statistics.median(ours["batch_s"])
         rec.emit("gpu.auditkit.batch_s.median", med, f"s (of {len(ours['batch_s'])} batches)")
         rec.emit("gpu.auditkit.batch_s.max", ours["batch_s"][-1], "s")
-        rec.emit("gpu.auditkit.batch_s.sum", sum(ours["batch_s"]), "s (the rest of generate_s: between batches)")
+        rec.emit("gpu.auditkit.batch_s.sum", sum(ours["batch_s"]), "s (generate_s less this: the time between batches)")
         rec.emit("gpu.ratio.median_batch_auditkit_vs_plain", plain_batch / med, "x")
     rec.emit("gpu.ratio.auditkit_vs_plain", plain["seconds"] / ours["seconds"], "x (prompts/s and tokens/s)")
     rec.emit("gpu.ratio.end_to_end_vs_plain", plain["seconds"] / ours["wall_s"], "x")

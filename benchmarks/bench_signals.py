@@ -32,9 +32,8 @@ from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
-from _common import PY, Recorder, note, parser, print_machine, rmtree, with_tmpdir  # noqa: E402
+from _common import CLI, Recorder, note, parser, print_machine, rmtree, with_tmpdir  # noqa: E402
 
-EXE = str(Path(PY).parent / "auditkit-ray")
 #: mode -> (rounds per system and signal, systems)
 MODES = {
     "smoke": (1, ["run-private"]),
@@ -64,7 +63,7 @@ def stop_once(system: str, sig: signal.Signals, work: Path, env: dict[str, str])
     store = work / "store"
     shutil.rmtree(store, ignore_errors=True)
     cfg = config(work, store, sweep=command == "sweep")
-    p = subprocess.Popen([EXE, command, str(cfg), "--quiet"], cwd=work, env=env, stdout=subprocess.DEVNULL,
+    p = subprocess.Popen([CLI, command, str(cfg), "--quiet"], cwd=work, env=env, stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
     while p.poll() is None and not any(store.glob("**/shard-*.parquet")) and time.monotonic() < deadline:
@@ -95,9 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     envs = {"private": {**base, "AUDITKIT_RAY_WARM": "0"},
             "warm": {**base, "AUDITKIT_RAY_WARM": "1", "AUDITKIT_RAY_HOME": str(work / "home")}}
     medians: dict[tuple[str, str], float] = {}
+    warm = any(s.endswith("-warm") for s in systems)
     try:
-        if any(s.endswith("-warm") for s in systems):
-            subprocess.run([EXE, "up"], cwd=work, env=envs["warm"], check=True, capture_output=True, timeout=300)
+        if warm:
+            subprocess.run([CLI, "up"], cwd=work, env=envs["warm"], check=True, capture_output=True, timeout=300)
         for system in systems:
             env = envs[system.split("-")[1]]
             for sig in (signal.SIGINT, signal.SIGTERM):
@@ -108,8 +108,8 @@ def main(argv: list[str] | None = None) -> int:
             rec.emit(f"signals.ratio.{system}.term_vs_int",
                      medians[system, "SIGTERM"] / medians[system, "SIGINT"], "x")
     finally:
-        if any(s.endswith("-warm") for s in systems):
-            subprocess.run([EXE, "down"], cwd=work, env=envs["warm"], capture_output=True, timeout=300)
+        if warm:
+            subprocess.run([CLI, "down"], cwd=work, env=envs["warm"], capture_output=True, timeout=300)
         rmtree(work)
     worst = max(medians[s, "SIGTERM"] / medians[s, "SIGINT"] for s in systems)
     rec.goal("term_le_1.5x_int", worst <= 1.5, f"worst {worst:.2f}x")

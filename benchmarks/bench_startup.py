@@ -32,9 +32,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import CACHE, ROOT, Recorder, arith_records, note, parser, print_machine, write_jsonl  # noqa: E402
+from _common import CACHE, CLI, ROOT, Recorder, arith_records, note, parser, print_machine, write_jsonl  # noqa: E402
 
-EXE = str(Path(sys.executable).parent / "auditkit-ray")
 MAX_NEW = 32  # bench_generation's plain loop's (its worker runs in a process of its own)
 SYSTEMS = ("plain-hf", "cli-cold", "cli-warm", "cli-private", "cli-raydata")
 
@@ -79,7 +78,7 @@ def run_cli(system: str, a: Any, n: int, home: Path, work: Path) -> dict[str, An
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu0 = ru.ru_utime + ru.ru_stime
     t0, e0 = time.perf_counter(), time.time()
-    proc = subprocess.run([EXE, "run", str(cfg), "--json", "--quiet"], cwd=str(ROOT), env=env, capture_output=True,
+    proc = subprocess.run([CLI, "run", str(cfg), "--json", "--quiet"], cwd=str(ROOT), env=env, capture_output=True,
                           text=True)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
@@ -130,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             r = run_plain(a, a.n, work) if s == "plain-hf" else run_cli(s, a, a.n, home, work)
             note(f"  round {k} {s:>12} N={a.n}: {json.dumps({x: round(v, 3) for x, v in r.items() if v is not None})}")
             results[s].append(r)
-        subprocess.run([EXE, "down"], env={**os.environ, "AUDITKIT_RAY_HOME": str(home)}, capture_output=True)
+        subprocess.run([CLI, "down"], env={**os.environ, "AUDITKIT_RAY_HOME": str(home)}, capture_output=True)
     med = {s: {m: statistics.median([r[m] for r in rs if r.get(m) is not None] or [float("nan")])
                for m in ("wall_s", "first_token_s", "cpu_s")} for s, rs in results.items()}
     for s in SYSTEMS:
@@ -153,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         home = work / "home-big"
         run_cli("cli-cold", a, 32, home, work)  # start the cluster; the two sizes then run warm
         big_plain, big_warm = run_plain(a, a.big, work), run_cli("cli-warm", a, a.big, home, work)
-        subprocess.run([EXE, "down"], env={**os.environ, "AUDITKIT_RAY_HOME": str(home)}, capture_output=True)
+        subprocess.run([CLI, "down"], env={**os.environ, "AUDITKIT_RAY_HOME": str(home)}, capture_output=True)
         m_plain = (big_plain["wall_s"] - plain["wall_s"]) / (a.big - a.n)
         m_warm = (big_warm["wall_s"] - med["cli-warm"]["wall_s"]) / (a.big - a.n)
         rec.emit("startup.plain-hf.marginal", m_plain * 1000, f"ms/sample (N={a.n} to {a.big})")

@@ -86,7 +86,7 @@ def _unknown_field(name: str, loc: tuple, root: type) -> str:
     return "unknown field" + did_you_mean(name, [f for f in _fields_at(loc, root) if f != name])
 
 
-def _fields_at(loc: tuple, root: type = RunSpec) -> list[str]:
+def _fields_at(loc: tuple, root: type) -> list[str]:
     """The field names the model at ``loc`` (pydantic's path, union tags included) below ``root`` accepts: for
     suggestions."""
     import typing
