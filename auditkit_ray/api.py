@@ -38,7 +38,7 @@ __all__ = [
     "load_sweep", "open_store", "parse_assignments", "parse_max_regression", "query_runs", "render_report", "rescore",
     "rescore_spec", "resolve_report_input", "resolve_run", "results_browser", "run_fingerprint", "samples_table",
     "schema", "scrub_secrets", "shard_status", "show_run", "sweep", "sweep_plan", "sync_runs", "use_color", "validate",
-    "cluster_up", "cluster_down", "cluster_status", "prefer_warm_cluster",
+    "cluster_up", "cluster_down", "cluster_status", "evict", "prefer_warm_cluster", "prefer_resident",
 ]
 
 
@@ -302,7 +302,7 @@ def sweep_plan(spec: Any, *, address: str | None = None, store: str | None = Non
     fp, cells = plan_sweep(sweep_spec, source=source, lines=lines)
     gpus = None
     if address:
-        from .pipeline.runtime import init_ray
+        from .cluster.connect import init_ray
 
         gpus = float(init_ray(address, None).cluster_resources().get("GPU", 0))
     return SweepPlan(sweep_spec.name, fp, cells, gpus)
@@ -627,7 +627,16 @@ def prefer_warm_cluster(on: bool = True) -> None:
     """Runs of this process without an address use the machine's warm local Ray cluster (started by the first
     run, stopped after its idle timeout or by ``cluster_down``) instead of a private one; the command line does
     this. ``AUDITKIT_RAY_WARM=0``/``1`` overrides it either way."""
-    from .pipeline.runtime import prefer_warm_cluster as _prefer
+    from .cluster.connect import prefer_warm_cluster as _prefer
+
+    _prefer(on)
+
+
+def prefer_resident(on: bool | None) -> None:
+    """Whether this process's runs keep their generation actors loaded afterwards (resident engines), over
+    their files' ``execution.resident``; None: as the files say (the default: on for a cluster on this machine,
+    off at an address). The command line's ``--resident`` / ``--no-resident``."""
+    from .pipeline.genpool import prefer_resident as _prefer
 
     _prefer(on)
 
@@ -645,24 +654,33 @@ def _cluster_dict(st: Any, started: bool | None = None) -> dict[str, Any]:
 
 def cluster_up(*, idle_timeout_s: float | None = None, num_cpus: float | None = None,
                num_gpus: float | None = None) -> dict[str, Any]:
-    """Start the warm local cluster for this environment and working directory unless it is up."""
-    from .pipeline.warm import up
+    """Start the warm local cluster unless one that fits is up (any folder and shell share it)."""
+    from .cluster.warm import up
 
     st, started = up(num_cpus=num_cpus, num_gpus=num_gpus, idle_s=idle_timeout_s)
     return _cluster_dict(st, started)
 
 
-def cluster_status() -> dict[str, Any] | None:
-    """The warm local cluster, when one is up."""
-    from .pipeline.warm import status
+def cluster_status(*, address: str | None = None) -> dict[str, Any] | None:
+    """The warm local cluster (None when none is up), or the cluster at ``address``: what it is, its processes
+    and their memory (local), and its resident engines (model, memory, last use, whether a run holds it)."""
+    from .cluster.status import describe
 
-    st = status()
-    return None if st is None else _cluster_dict(st)
+    return describe(address)
+
+
+def evict(model: str | None = None, *, address: str | None = None) -> list[dict[str, Any]] | None:
+    """Free the resident engines whose model (in words) or key contains ``model`` (every one when None), of the
+    warm local cluster (None when none is up) or the cluster at ``address``."""
+    from .cluster.status import evict as _evict
+
+    return _evict(model, address)
 
 
 def cluster_down() -> dict[str, Any] | None:
-    """Stop the warm local cluster; returns what was stopped, None when none was up."""
-    from .pipeline.warm import down
+    """Stop the warm local cluster (the commands using it are interrupted first, and resume when run again);
+    returns what was stopped, None when none was up."""
+    from .cluster.warm import down
 
     st = down()
     return None if st is None else _cluster_dict(st)
@@ -670,7 +688,7 @@ def cluster_down() -> dict[str, Any] | None:
 
 def parse_duration(text: str) -> float:
     """``600``, ``90s``, ``10m``, ``2h`` -> seconds (a ConfigError otherwise)."""
-    from .pipeline.warm import parse_duration as _parse
+    from .cluster.warm import parse_duration as _parse
 
     try:
         return _parse(text)

@@ -137,7 +137,7 @@ def stage_cpu(data: Path, store: Path, n: int, passes: int = 5) -> tuple[float, 
 
     import numpy as np
 
-    from auditkit_ray.actors.generate import GenerateStage
+    from auditkit_ray.actors.generate import Generator
     from auditkit_ray.actors.score import ScoreStage
     from auditkit_ray.config.loader import run_spec_from_dict
     from auditkit_ray.pipeline.plan import build_plan
@@ -148,7 +148,7 @@ def stage_cpu(data: Path, store: Path, n: int, passes: int = 5) -> tuple[float, 
     rs = run_spec_from_dict(d, "<bench>")
     plan = build_plan(rs, open_store(rs.store))
     runs = {plan.layout.run_fp: (plan.spec.model_dump_json(by_alias=True), plan.store, plan.layout)}
-    gen, score = GenerateStage(runs=runs), ScoreStage(runs=runs, pool="checks", final=True)
+    gen, score = Generator(runs=runs), ScoreStage(runs=runs, pool="checks", final=True)
     rows = [{k: np.array([v], dtype=object) for k, v in plan.row(i).items()} for i in plan.pending]
     gen(rows[0])  # the backend's construction and first imports: once per actor, not per sample
     t0 = time.process_time()

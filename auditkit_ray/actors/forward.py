@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from ..errors import RAY_LOST_ERRORS, InfrastructureError
-from .context import Runs
+from .context import DriverContext, Runs
 
 #: how long a shard waits for a lost generation actor to come back when none is up
 WAIT_FOR_ACTOR_S = 600.0
@@ -35,11 +35,12 @@ MAX_ATTEMPTS = 10
 class ToGenerationActors:
     """Runs in a threaded Ray Data actor (one call per shard in flight); imports nothing heavy."""
 
-    def __init__(self, actors: list[Any], runs: Runs) -> None:
+    def __init__(self, actors: list[Any], runs: Runs, driver: DriverContext | None = None) -> None:
         import ray
 
         self.actors = list(actors)
         self.runs = ray.put(runs)  # once: each call passes the reference, resolved in the generation actor
+        self.driver = ray.put(driver)
         self.busy = [0] * len(self.actors)
         # actor -> its pending ready() probe, or when to probe it again (float), or None: gone for good;
         # every actor is probed before its first shard
@@ -93,7 +94,7 @@ class ToGenerationActors:
         for _ in range(MAX_ATTEMPTS + 2 * len(self.actors)):
             i = self._pick(last)
             try:
-                return self._result(i, self.actors[i].run_batch.remote(batch, self.runs))
+                return self._result(i, self.actors[i].run_batch.remote(batch, self.runs, self.driver))
             except _TakenBack as exc:
                 last = exc
             except Exception as exc:

@@ -1,10 +1,12 @@
-"""The generation stage: a shard's outputs, from the generation cache when
-stored, else from the run's backend (then cached).
+"""Generation: a shard's outputs, from the generation cache when stored, else from the run's backend (then
+cached).
 
-``GenerateStage`` lives in the generation actor pool (GPU-pinned through
-``num_gpus``). It writes its shard's outputs to the result store atomically
-before returning, so a retried task finds the finished file and does not redo
-the work.
+``Generator`` is the one place a backend is loaded and called (the load and its retry, the shard watchdog,
+retries, the generation cache, shards in flight sharing one backend) and imports nothing of Ray. It has two
+hosts: the generation actor (``actors.host``, GPU-pinned through ``num_gpus``, the driver's own or a
+resident one), and the first scoring stage for a backend with no model (``generates_inline``). It writes a
+shard's outputs to the result store atomically before returning, so a retried shard finds the finished file
+and does not redo the work.
 """
 
 from __future__ import annotations
@@ -28,13 +30,13 @@ from ..sources import materialize  # a Hub id or s3:// checkpoint: fetched to th
 from ..store.base import ResultStore
 from ..store.layout import RunLayout
 from . import tables
-from .context import RunContext, Runs, worker_info
+from .context import DriverContext, RunContext, Runs, worker_info
 from .services import SERVICES
 from .shard import ShardPayload, StageFields, payload_batch, read_batch
 
 log = logging.getLogger(__name__)
 
-FIELDS = StageFields("GenerateStage", reads=("run", "items"),
+FIELDS = StageFields("Generator", reads=("run", "items"),
                      adds=("generations", "generated", "generation_s", "generated_at", "worker", "model_size_bytes"))
 #: a shard's outputs read from the generation cache (no backend)
 CACHED_FIELDS = StageFields("stored generations", reads=("run",), adds=("generations", "generated"))
@@ -114,7 +116,7 @@ def stored_generations(payload: ShardPayload, store: ResultStore, layout: RunLay
     return payload
 
 
-class GenerateStage:
+class Generator:
     """May run several shards at once (``execution.generation_shards_in_flight``,
     in a threaded actor): the backend loads once; its calls overlap only if
     it is ``thread_safe`` (the api backend), else they take turns while the
@@ -122,14 +124,14 @@ class GenerateStage:
     generation settings wait their turn; and each shard's generation time is
     its share of the actor's busy time.
 
-    The backend is closed (``Backend.close``) when the stage is: Ray Data
-    drops the stage's instance when its actor exits gracefully at the end of
-    the pipeline, which runs ``__del__``."""
+    The backend is closed (``Backend.close``) by ``close``, which its host calls (and ``__del__``, for a host
+    that is dropped)."""
 
     fields = FIELDS
 
-    def __init__(self, runs: Runs, threads: int = 1, lead: str | None = None) -> None:
-        self.ctx = RunContext(runs)
+    def __init__(self, runs: Runs, threads: int = 1, lead: str | None = None,
+                 driver: DriverContext | None = None) -> None:
+        self.ctx = RunContext(runs, driver)
         self.threads = threads
         self.backend = None
         self.worker = worker_info()
@@ -205,6 +207,11 @@ class GenerateStage:
                         raise ModelLoadError(f"model load failed: {type(exc).__name__}: {first}") from None
                     if "torch" in sys.modules and self.threads:  # in this thread (OpenMP's count is per thread)
                         sys.modules["torch"].set_num_threads(self.threads)
+                    try:
+                        backend.warm_up()  # the first shard then carries no device warm-up
+                    except Exception as exc:  # noqa: BLE001 - the first shard pays it instead
+                        log.warning("warming up the %s backend failed: %s: %s", type(backend).__name__,
+                                    type(exc).__name__, exc)
                     self.backend = backend
         return self.backend
 
@@ -356,26 +363,32 @@ class GenerateStage:
         rows = read_batch(batch)
         return payload_batch([self.generate_shard(p) for p, _ in rows], [cell for _, cell in rows])
 
-    # ------------------------------------------------------------------ as an actor of the driver's own
+    # ------------------------------------------------------------------ for its hosts
     def ready(self) -> dict[str, Any]:
-        """This actor's process, and when its model load started and ended (wall clock; the end is None while
-        it loads). Waits for nothing."""
+        """This process, and when its model load started and ended (wall clock; the end is None while it
+        loads). Waits for nothing."""
         box = self._preload[1] if self._preload is not None else {}
         return {"worker": self.worker, "load_started_at": self._load_started_at,
                 "load_ended_at": box.get("ended_at", self._load_ended_at)}
 
     def warm(self) -> None:
         """Load the model now, in the thread that generates (a backend that loads in a thread of its own has
-        started already): the driver calls this first, before any shard is planned. A load that fails here
-        is tried again, and reported, by the first shard."""
+        started already), and warm it up (``Backend.warm_up``): the host calls this first, before any shard is
+        planned. A load that fails here is tried again, and reported, by the first shard."""
         if self._lead is not None and self.backend is None:
             with contextlib.suppress(Exception):
                 self._get_backend(self._lead)
 
-    def run_batch(self, batch: dict[str, Any], runs: Runs) -> dict[str, Any]:
-        """One Ray Data batch of shards, from the forwarding stage (``actors.forward``), with the runs they
-        belong to (learnt once per run)."""
+    def rest(self) -> None:
+        """Between two commands' leases of a resident engine: let the backend give back what it holds only
+        while it generates (``Backend.rest``)."""
+        backend = self.backend
+        if backend is not None:
+            with contextlib.suppress(Exception):
+                backend.rest()
+
+    def serve(self, runs: Runs) -> None:
+        """Serve these runs too (learnt once per run, from the shards' pipeline)."""
         if any(k not in self.ctx.specs for k in runs):
             with self._load_lock:
                 self.ctx.add(runs)
-        return self(batch)

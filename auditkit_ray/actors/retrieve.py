@@ -8,7 +8,7 @@ from typing import Any
 from ..config.models import RunSpec
 from ..core.gcpause import gc_paused
 from ..core.types import Sample
-from .context import RunContext, Runs
+from .context import DriverContext, RunContext, Runs
 from .shard import StageFields, pack, payload_batch, read_batch, unpack
 
 FIELDS = StageFields("RetrieveStage", reads=("run", "items"))
@@ -23,8 +23,8 @@ class RetrieveStage:
 
     fields = FIELDS
 
-    def __init__(self, runs: Runs) -> None:
-        self.ctx = RunContext(runs)
+    def __init__(self, runs: Runs, driver: DriverContext | None = None) -> None:
+        self.ctx = RunContext(runs, driver)
         self._indexes: dict[str, Any] = {}
 
     def _index(self, spec: RunSpec) -> tuple[Any, Any]:

@@ -12,8 +12,8 @@ from ..core.gcpause import gc_paused
 from ..core.metric import Metric
 from ..core.types import Generation, Sample
 from . import tables
-from .context import RunContext, Runs, worker_info
-from .generate import GenerateStage, stored_generations
+from .context import DriverContext, RunContext, Runs, worker_info
+from .generate import Generator, stored_generations
 from .shard import ShardOutcome, ShardPayload, StageFields, outcome_batch, payload_batch, read_batch, unpack
 from .tally import ShardTally, corpus_metrics, run_metrics
 
@@ -44,12 +44,12 @@ class ScoreStage:
     (every pending shard's outputs are stored: no backend at all)."""
 
     def __init__(self, runs: Runs, pool: str = "checks", final: bool = True, generation: str = "given",
-                 first: bool = True) -> None:
+                 first: bool = True, driver: DriverContext | None = None) -> None:
         if generation not in GENERATION:
             raise ValueError(f"ScoreStage: generation must be one of {GENERATION}, got {generation!r}")
         self.generation = generation
-        self._generator = GenerateStage(runs) if generation == "inline" else None
-        self.ctx = self._generator.ctx if self._generator is not None else RunContext(runs)
+        self._generator = Generator(runs, driver=driver) if generation == "inline" else None
+        self.ctx = self._generator.ctx if self._generator is not None else RunContext(runs, driver)
         self.pool = pool
         self.final = final
         if generation != "given" and not first:

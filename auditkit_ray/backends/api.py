@@ -232,6 +232,9 @@ class APISettings(BackendSettings):
     def thread_safe(self) -> bool:
         return True  # concurrent generate() calls share one event loop, session and request limit
 
+    def stays_loaded(self) -> bool:
+        return True  # its actor's start and imports, and its open connections, are what a warm run saves
+
     def supports_logprobs(self) -> bool:
         return True
 

@@ -91,6 +91,16 @@ class Backend(ABC):
     def model_size_bytes(self) -> int | None:
         return None
 
+    def warm_up(self) -> None:
+        """Right after ``load``, in the generating thread: whatever the first real call would otherwise pay
+        once (a GPU's kernel compilation and allocator warm-up), done while the driver still plans. It must
+        leave no state that changes an output. Default: nothing."""
+
+    def rest(self) -> None:
+        """Between two commands of a model kept loaded (``execution.resident``): give back what only a running
+        generation needs (vLLM's sleep mode frees its KV cache on a GPU); the next call takes it back. Default:
+        nothing."""
+
     def close(self) -> None:
         """Release the model: the pipeline calls it when the actor is done with
         the model (end of run, before the next model is placed on its GPUs)."""

@@ -47,6 +47,9 @@ class SimulatedSettings(BackendSettings):
     def needs_gpu(self) -> bool:
         return self.gpu
 
+    def stays_loaded(self) -> bool:
+        return True  # it stands for a model on a GPU: its load (``load_s``) is what a resident engine saves
+
     def load_in_thread(self) -> bool:
         return True
 

@@ -95,6 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_USAGE
         _cwd_on_path()
         api.prefer_warm_cluster()  # commands without --address share the machine's warm local cluster
+        if getattr(args, "resident", None) is not None:
+            api.prefer_resident(args.resident)
         progress = hasattr(args, "quiet") and not args.quiet
         with (output.reader_may_leave(), output.terminal_logging(progress),
               output.json_stdout(bool(getattr(args, "json", False)))):

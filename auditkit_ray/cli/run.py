@@ -55,6 +55,10 @@ def add_common(q: argparse.ArgumentParser, *, store: bool = True) -> None:
         q.add_argument("--store", default=None, help="result store root, a folder or s3://bucket/prefix "
                                                      "(overrides the file's store.path)")
     q.add_argument("--quiet", action="store_true", help="no progress lines and no summary table")
+    q.add_argument("--resident", action=argparse.BooleanOptionalAction, default=None,
+                   help="keep the model loaded after the command, for the next one (default: on this machine's "
+                        "clusters, off at --address; overrides execution.resident; `auditkit-ray status` lists "
+                        "resident models, `evict` frees them)")
 
 
 def add_overrides(q: argparse.ArgumentParser) -> None:

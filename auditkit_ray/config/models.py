@@ -281,6 +281,10 @@ class ExecutionSpec(Strict):
         "few-shot examples keep it on the driver")
     num_cpus: float | None = Field(None, ge=0, description="for `ray.init` when Ray starts locally")
     num_gpus: float | None = Field(None, ge=0, description="logical GPUs for `ray.init` when Ray starts locally")
+    resident: bool | None = Field(
+        None, description="keep the generation actors loaded after the run, for the next run of the same model "
+        "(resident engines; `auditkit-ray status` lists them, `evict` frees them). Default: on for a cluster on "
+        "this machine, off for a cluster at an address (docs/cluster.md)")
 
 
 class StoreSpec(Strict):

@@ -113,6 +113,13 @@ class BackendSettings(Strict):
         """The backend can report top log-probabilities (judges ask for them)."""
         return False
 
+    def stays_loaded(self) -> bool:
+        """What its generation actor loads is worth keeping between commands (a model in memory, an HTTP
+        client and its connections): where resident engines are on (``execution.resident``), its actors
+        outlive the run and serve the next one with the same settings. A backend whose load costs nothing, or
+        that imports user code (whose files may change between commands), says False."""
+        return False
+
     def takes_images(self) -> bool:
         """Prompts may carry images (``image_url`` content parts); a run whose samples have images on a
         backend that says False fails at planning, naming the backend and the sample, instead of dropping
@@ -204,6 +211,9 @@ class CheckpointSettings(BackendSettings):
 
     def reads_targets(self) -> bool:
         return False  # a checkpoint sees its prompt only
+
+    def stays_loaded(self) -> bool:
+        return True  # a checkpoint's load is the cost: its identity is its content (``model_identity``)
 
     def checkpoint_path(self) -> str | None:
         return self.path

@@ -13,6 +13,7 @@ import sys
 import time
 from typing import Any, Callable, Iterator
 
+from ..actors.context import DriverContext
 from ..config.models import RunSpec
 from ..errors import RAY_LOST_ERRORS, AuditKitError, InfrastructureError, Interrupted, RunError
 from ..store.db import ExperimentDB
@@ -22,7 +23,7 @@ from .genpool import GenerationPool
 from .merge import merge
 from .plan import Plan, build_plans, mark_interrupted
 from .progress import ShardProgress
-from .runtime import init_ray, kill_actors_on_failure, quiet_ray_data, unwrap_error, warn_on_failure
+from .runtime import init_ray, kill_actors_on_failure, quiet_ray_data, stopped_by_down, unwrap_error, warn_on_failure
 
 log = logging.getLogger(__name__)
 #: the progress lines of a run (``progress=True``)
@@ -35,29 +36,6 @@ def _resources(ray: Any, spec: RunSpec, scoring_actors: int) -> dict[str, Any]:
     cpus = ray.cluster_resources().get("CPU", 1)
     score_cpus = 1.0 if cpus >= scoring_actors + 1 else max(0.05, cpus / (scoring_actors + 1))
     return {"score_cpus": round(score_cpus, 3)}
-
-
-def _raydata_generation(ds: Any, runs: dict, n_gen: int, gpus: float, k: int, actor_restarts: int | None) -> Any:
-    """The generation stage in Ray Data's own actor pool (``AUDITKIT_RAY_GENERATION_POOL=raydata``): its
-    actors start when the dataset executes."""
-    from ray.data import ActorPoolStrategy
-
-    from ..actors.generate import GenerateStage
-
-    in_actor = {"max_concurrent_calls_per_actor": k, "enable_true_multi_threading": True} if k > 1 else {}
-    restarts = {"max_restarts": actor_restarts} if actor_restarts is not None else {}
-    # max_restarts goes through ray_remote_args (its deprecation warning is filtered by quiet_ray_data)
-    return ds.map_batches(
-        GenerateStage,
-        fn_constructor_kwargs={"runs": runs},
-        batch_size=1,
-        batch_format="numpy",
-        compute=ActorPoolStrategy(size=n_gen, max_tasks_in_flight_per_actor=2 * k, **in_actor),
-        num_gpus=gpus or None,
-        num_cpus=0,
-        zero_copy_batch=True,
-        **restarts,
-    )
 
 
 class _StderrHandler(logging.StreamHandler):
@@ -109,53 +87,62 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool, *, acto
     """One streaming pipeline over the pending shards of runs that share a
     model. Returns per-run generation statistics keyed by run fingerprint.
 
-    ``actor_restarts``: times Ray restarts a generation actor that died (default: Ray Data's, without end; a sweep
-    bounds it, so that a crashing engine fails its cell). ``on_shard``: called with each shard's outcome as it
-    comes. ``on_start``: called with a handle whose ``abort(exc)`` stops the pipeline (and kills its actors)
-    from another thread. ``pool``: generation actors started for these runs before they were planned
-    (``start_generation``); the pipeline uses them (or stops those it does not need) and stops them at its end."""
-    owned: list[GenerationPool] = [pool] if pool is not None else []  # stopped at the end, however it ends
-    try:
-        stats = _run_pipeline(plans, address, progress, actor_restarts, on_shard, on_start, owned)
-    except BaseException:
-        for p in owned:  # a hung or dead actor would not answer a polite close: kill them now
-            p.kill()
-        raise
-    for p in owned:
-        p.close()
-    return stats
-
-
-def _run_pipeline(plans: list[Plan], address: str | None, progress: bool, actor_restarts: int | None,
-                  on_shard: Callable[[Any], None] | None, on_start: Callable[[Any], None] | None,
-                  owned: list[GenerationPool]) -> dict[str, dict[str, Any]]:
-    """The pipeline's steps: its source, the generation stage, the scoring stages, then the shards as they come."""
+    ``actor_restarts``: times Ray restarts a generation actor that died (default: without end; a sweep bounds
+    it, so that a crashing engine fails its cell). ``on_shard``: called with each shard's outcome as it comes.
+    ``on_start``: called with a handle whose ``abort(exc)`` stops the pipeline (and kills its actors) from
+    another thread. ``pool``: generation actors started for these runs before they were planned
+    (``start_generation``); the pipeline uses them (or gives back those it does not need) and is done with
+    them at its end: kept loaded where they are resident, stopped otherwise."""
     stats = {p.layout.run_fp: {"generated": 0, "generation_s": 0.0, "new_tokens": 0, "model_size": None, "tallies": {},
                                "generated_shards": set(), "read_back": {}} for p in plans}
     pending = [(p, i) for p in plans for i in p.pending]
     if not pending:
-        for p in owned:
-            p.trim(0)  # started before the plan found every shard stored: stopped unused
+        if pool is not None:
+            pool.trim(0)  # started before the plan found every shard stored: given back unused
+            pool.close()
         return stats
     if len({model_key(p.spec) for p in plans}) != 1:
         raise ValueError("run_pipeline: plans must share one model")
     lead = plans[0].spec
-    name = lead.name if len(plans) == 1 else f"{len(plans)} runs"
     ray = init_ray(address, lead.execution)
-    quiet_ray_data()
-    runs = {p.layout.run_fp: (p.spec.model_dump_json(by_alias=True), p.store, p.layout) for p in plans}
-    ds = _source(ray, plans, runs, pending)
-    ds, generation = _generation_stage(ray, ds, plans, runs, name, actor_restarts, owned)
-    ds = _scoring_stages(ray, ds, plans, runs, len(pending), generation)
-    handle = kill_actors_on_failure(ds)
-    handle.on_abort.extend(p.kill for p in owned)
-    if on_start is not None:
-        on_start(handle)
-    _drain(ds, plans, stats, name, progress, on_shard, handle)
+    try:
+        pool, generation = _generation_pool(ray, plans, actor_restarts, pool)
+        _run_pipeline(ray, plans, pending, stats, progress, on_shard, on_start, pool, generation)
+    except KeyboardInterrupt:
+        if pool is not None:
+            pool.interrupted()
+        raise
+    except BaseException:
+        if pool is not None:  # a hung or dead actor would not answer a polite close: kill them now
+            pool.kill()
+        raise
+    if pool is not None:
+        pool.close()
     return stats
 
 
-def _source(ray: Any, plans: list[Plan], runs: dict, pending: list[tuple[Plan, int]]) -> Any:
+def _run_pipeline(ray: Any, plans: list[Plan], pending: list[tuple[Plan, int]], stats: dict[str, dict[str, Any]],
+                  progress: bool, on_shard: Callable[[Any], None] | None, on_start: Callable[[Any], None] | None,
+                  pool: GenerationPool | None, generation: str) -> None:
+    """The pipeline's steps: its source, the generation stage, the scoring stages, then the shards as they come."""
+    name = plans[0].spec.name if len(plans) == 1 else f"{len(plans)} runs"
+    quiet_ray_data()
+    runs = {p.layout.run_fp: (p.spec.model_dump_json(by_alias=True), p.store, p.layout) for p in plans}
+    driver = genpool.driver_context()
+    ds = _source(ray, plans, runs, pending, driver)
+    if pool is not None:
+        ds = pool.stage(ds, runs)
+    ds = _scoring_stages(ray, ds, plans, runs, len(pending), generation, driver)
+    handle = kill_actors_on_failure(ds)
+    if pool is not None:
+        handle.on_abort.append(pool.kill)
+    if on_start is not None:
+        on_start(handle)
+    _drain(ds, plans, stats, name, progress, on_shard, handle)
+
+
+def _source(ray: Any, plans: list[Plan], runs: dict, pending: list[tuple[Plan, int]],
+            driver: DriverContext | None) -> Any:
     """The pending shards as a dataset of one row each, with the retrieval stage where a run retrieves."""
     from ray.data import ActorPoolStrategy
 
@@ -169,7 +156,7 @@ def _source(ray: Any, plans: list[Plan], runs: dict, pending: list[tuple[Plan, i
     if any(p.spec.retrieval is not None for p in plans):
         ds = ds.map_batches(
             RetrieveStage,
-            fn_constructor_kwargs={"runs": runs},
+            fn_constructor_kwargs={"runs": runs, "driver": driver},
             batch_size=1,
             batch_format="numpy",
             compute=ActorPoolStrategy(size=max(p.spec.execution.retrieval_actors for p in plans),
@@ -179,10 +166,10 @@ def _source(ray: Any, plans: list[Plan], runs: dict, pending: list[tuple[Plan, i
     return ds
 
 
-def _generation_stage(ray: Any, ds: Any, plans: list[Plan], runs: dict, name: str, actor_restarts: int | None,
-                      owned: list[GenerationPool]) -> tuple[Any, str]:
-    """``ds`` with its generation stage (the driver's own actors or Ray Data's pool; none for an inline backend
-    or outputs all stored), and what the first scoring pool is told of generation."""
+def _generation_pool(ray: Any, plans: list[Plan], actor_restarts: int | None,
+                     pool: GenerationPool | None) -> tuple[GenerationPool | None, str]:
+    """The generation actors the pending shards need (``pool`` when the driver started them before the plan;
+    None for an inline backend or outputs all stored), and what the first scoring pool is told of generation."""
     lead = plans[0].spec
     n_need_gen = sum(len(p.needs_generation) for p in plans)
     actors = max(p.spec.execution.generation_actors for p in plans)
@@ -191,29 +178,27 @@ def _generation_stage(ray: Any, ds: Any, plans: list[Plan], runs: dict, name: st
     if n_need_gen and actors > n_shards and not lead.model.generates_inline():
         # the shard is the unit of work: an actor with no shard would load its model for nothing
         log.warning("%s: %d shard%s of %d samples for %d generation actors; %d will run (a smaller "
-                    "execution.shard_size gives every actor a share)", name, n_shards, "s" if n_shards > 1 else "",
-                    lead.shard_size, actors, n_gen)
+                    "execution.shard_size gives every actor a share)", lead.name, n_shards,
+                    "s" if n_shards > 1 else "", lead.shard_size, actors, n_gen)
     # a backend with no model (echo) runs in the first scoring pool's actors: no
     # generation actor to start and no hand-off between processes for each shard
     inline = bool(n_need_gen) and lead.model.generates_inline()
-    if n_need_gen and not inline:
-        n_gen, gpus = genpool.shape(ray, lead, n_gen)
+    if not n_need_gen or inline:
+        if pool is not None:  # every output is stored, or the backend runs inline: no model to load
+            pool.trim(0)
+            pool.close()
+        return None, "inline" if inline else "cached"
+    n_gen, gpus = genpool.shape(ray, lead, n_gen)
+    if pool is None:
         # shards one generation actor works on at once: > 1 runs them in threads of the actor
         # (an API backend waits on the network; its request limits hold over all of them)
-        k = genpool.in_flight([p.spec for p in plans])
-        if genpool.owned():
-            if not owned:
-                owned.append(genpool.GenerationPool(ray, lead, n_gen, gpus, k, actor_restarts))
-            owned[0].trim(n_gen)
-            ds = owned[0].stage(ds, runs)
-        else:
-            ds = _raydata_generation(ds, runs, n_gen, gpus, k, actor_restarts)
-    elif owned:
-        owned[0].trim(0)  # every output is stored, or the backend runs inline: no model to load
-    return ds, "inline" if inline else "given" if n_need_gen else "cached"
+        pool = GenerationPool(ray, lead, n_gen, gpus, genpool.in_flight([p.spec for p in plans]), actor_restarts)
+    pool.trim(n_gen)
+    return pool, "given"
 
 
-def _scoring_stages(ray: Any, ds: Any, plans: list[Plan], runs: dict, n_pending: int, generation: str) -> Any:
+def _scoring_stages(ray: Any, ds: Any, plans: list[Plan], runs: dict, n_pending: int, generation: str,
+                    driver: DriverContext | None) -> Any:
     """``ds`` with one scoring stage per pool the runs need (checks, judges, oracles), in that order."""
     from ray.data import ActorPoolStrategy
 
@@ -229,7 +214,7 @@ def _scoring_stages(ray: Any, ds: Any, plans: list[Plan], runs: dict, n_pending:
         ds = ds.map_batches(
             ScoreStage,
             fn_constructor_kwargs={"runs": runs, "pool": kind, "first": k == 0, "final": k == len(pools) - 1,
-                                   "generation": generation if k == 0 else "given"},
+                                   "generation": generation if k == 0 else "given", "driver": driver},
             batch_size=1,
             batch_format="numpy",
             compute=ActorPoolStrategy(size=pool_actors[kind], max_tasks_in_flight_per_actor=2),
@@ -263,10 +248,11 @@ def _drain(ds: Any, plans: list[Plan], stats: dict[str, dict[str, Any]], name: s
                     st["read_back"][out.shard] = out.n
                 if out.model_size_bytes:
                     st["model_size"] = out.model_size_bytes
-    except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM through the CLI's handler
+    except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM through the CLI's handler, or `auditkit-ray down`
         mark_interrupted(plans)
-        raise Interrupted(f"{name}: {_stored_shards(plans, bar.done)} of {bar.total} shards are stored; run the "
-                          "same command again to resume from them") from exc
+        why = "the warm local cluster was stopped (auditkit-ray down); " if stopped_by_down() else ""
+        raise Interrupted(f"{name}: {why}{_stored_shards(plans, bar.done)} of {bar.total} shards are stored; run "
+                          "the same command again to resume from them") from exc
     except Exception as exc:  # noqa: BLE001 - re-raised as a clear error
         if handle.aborted is not None:
             raise handle.aborted from None
@@ -379,11 +365,11 @@ def evaluate_specs(specs: list[RunSpec], *, address: str | None = None, progress
 def start_generation(specs: list[RunSpec], address: str | None, pins: dict[tuple, str]) -> GenerationPool | None:
     """Generation actors for runs that share one model, started before the runs are planned: Ray first, then
     the actors, which load the model while the driver reads the dataset, builds the prompts and the pipeline.
-    None where no actor would be used (inline backends; ``AUDITKIT_RAY_GENERATION_POOL=raydata``). Should the
-    plan find every output stored, the pipeline stops them unused."""
+    None where no actor would be used (inline backends). Should the plan find every output stored, the pipeline
+    gives them back unused."""
     from .plan import pin_model, preflight
 
-    if not specs or not genpool.owned():
+    if not specs:
         return None
     pinned = [pin_model(s, pins) for s in specs]
     if len({model_key(s) for s in pinned}) != 1 or pinned[0].model.generates_inline():

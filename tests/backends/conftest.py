@@ -16,7 +16,7 @@ def local_ray():
         # the workers inherit the environment set while it starts (a job runtime_env would start each worker
         # through an extra setup process)
         env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "TOKENIZERS_PARALLELISM": "false"}
-        from auditkit_ray.pipeline.runtime import environ
+        from auditkit_ray.cluster.local import environ
 
         with environ(env):
             ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)

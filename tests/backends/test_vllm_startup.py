@@ -1,7 +1,7 @@
 """The vLLM backend on the driver's own generation actors (issue 42): its engine is built in the actor before
-the first shard arrives, and the outputs are the same, sample for sample, as in Ray Data's own actor pool
-(``AUDITKIT_RAY_GENERATION_POOL=raydata``, the path before). ``batching: continuous``: two shards in flight
-in a threaded actor, the engine built by ``warm()`` before either arrives."""
+the first shard arrives, and a resident engine (kept loaded by an earlier run, issue 50) gives the same outputs,
+sample for sample, as a fresh one. ``batching: continuous``: two shards in flight in a threaded actor, the
+engine built by ``warm()`` before either arrives."""
 
 from __future__ import annotations
 
@@ -24,16 +24,25 @@ def _spec(tiny_model, data, store, name: str, batching: str) -> dict:
             "tracking": {"index": False}}
 
 
-def test_vllm_outputs_are_bit_identical_to_ray_datas_pool(local_ray, tiny_model, tmp_path, monkeypatch):
+def test_a_resident_vllm_engines_outputs_are_bit_identical_to_a_fresh_ones(local_ray, tiny_model, tmp_path):
+    from resident_engines import resident_list, residents
+
     from auditkit_ray.api import evaluate, samples_table
 
     data = tmp_path / "q.jsonl"
     data.write_text("".join(json.dumps({"id": f"q{i}", "question": f"What is {i} plus {i % 5}?",
                                         "answer": str(i + i % 5)}) + "\n" for i in range(12)))
     tables = {}
-    for pool in ("raydata", "owned"):
-        monkeypatch.setenv("AUDITKIT_RAY_GENERATION_POOL", pool)
-        res = evaluate(_spec(tiny_model, data, tmp_path / pool, f"v-{pool}", "continuous"))
-        tables[pool] = [(r["sample_id"], r["text"], r["scores"]) for r in samples_table(res).to_pylist()]
-    assert tables["raydata"] == tables["owned"] and len(tables["owned"]) == 12
-    assert any(t for _, t, _ in tables["owned"]), "the engine generated text"
+
+    def rows(res):
+        return [(r["sample_id"], r["text"], r["scores"]) for r in samples_table(res).to_pylist()]
+
+    with residents(False):
+        tables["fresh"] = rows(evaluate(_spec(tiny_model, data, tmp_path / "fresh", "v-fresh", "continuous")))
+    with residents(True):
+        evaluate(_spec(tiny_model, data, tmp_path / "loads", "v-loads", "continuous"))
+        tables["resident"] = rows(evaluate(_spec(tiny_model, data, tmp_path / "resident", "v-res", "continuous")))
+        served = resident_list()
+    assert len(served) == 1 and served[0]["uses"] == 2, served  # one engine, built once, served both runs
+    assert tables["fresh"] == tables["resident"] and len(tables["resident"]) == 12
+    assert any(t for _, t, _ in tables["resident"]), "the engine generated text"

@@ -105,10 +105,10 @@ def test_rescore_takes_a_metric_on_an_annotation_as_results_name_it(tmp_path):
     assert metrics["exact_match@word"]["mean"] == before["exact_match@word"]["mean"], (metrics, before)
 
 
-def test_an_unknown_generation_pool_is_a_usage_error_naming_the_variable(tmp_path):
-    """The driver's own generation actors are the default; ``raydata`` is the path before; a typo is neither."""
+def test_an_unknown_warm_cluster_choice_is_a_usage_error_naming_the_variable(tmp_path):
+    """``AUDITKIT_RAY_WARM`` is on or off; a typo is neither, and is not taken silently for the default."""
     f = _run_file(tmp_path)
-    r = console("run", f, "--quiet", cwd=tmp_path, env={"AUDITKIT_RAY_GENERATION_POOL": "ownd"})
+    r = console("run", f, "--quiet", cwd=tmp_path, env={"AUDITKIT_RAY_WARM": "yse"})
     assert r.returncode == 2 and r.stderr.strip() == (
-        "error: AUDITKIT_RAY_GENERATION_POOL='ownd': expected one of owned, raydata"), r.stderr
+        "error: AUDITKIT_RAY_WARM='yse': expected 1 or 0 (also true/false, yes/no, on/off)"), r.stderr
     assert not (tmp_path / "store" / "runs").exists()  # nothing ran

@@ -78,13 +78,13 @@ def _children_of(pid: int) -> set[int]:
 
 
 def generation_actor_pids() -> list[int]:
-    """This driver's cluster's live generation actors (Ray titles them ``ray::GenerateStage``).
+    """This driver's cluster's live generation actors (Ray titles them ``ray::GenerationActor``).
     Only this process's descendants: other Ray clusters on the machine are not ours to count."""
     pids = []
     for pid in _children_of(os.getpid()):
         with contextlib.suppress(OSError):
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            if "GenerateStage" in cmd and "<defunct>" not in cmd:
+            if "GenerationActor" in cmd and "<defunct>" not in cmd:
                 pids.append(pid)
     return sorted(pids)
 

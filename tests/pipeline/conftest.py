@@ -51,7 +51,7 @@ def session_caches(tmp_path_factory) -> dict[str, Path]:
 def inherited_by_workers(values: dict[str, str]):
     """Set environment variables while a local Ray starts (its raylet, and so every worker, inherits them), then
     put back what the driver had."""
-    from auditkit_ray.pipeline.runtime import environ
+    from auditkit_ray.cluster.local import environ
 
     return environ(values)
 

@@ -1,14 +1,13 @@
-"""A generation actor closes its backend (``Backend.close``) when it is done:
-Ray Data drops the stage of an actor that exits at the end of its pipeline,
-and the stage closes the backend it loaded. On a real local Ray (2 CPUs)."""
+"""A generator closes its backend (``Backend.close``) once, when its host is done with it (or drops it); the
+generation actor's ``close``, which its pool calls at the end of a run, closes it in the actor. On a real local
+Ray (2 CPUs)."""
 
 import gc
-import time
 
 import numpy as np
 import pytest
 
-from auditkit_ray.actors.generate import GenerateStage
+from auditkit_ray.actors.generate import Generator
 from auditkit_ray.pipeline.plan import build_plan
 from auditkit_ray.store.base import open_store
 
@@ -29,9 +28,9 @@ def _cells(row: dict) -> dict:
     return out
 
 
-def test_a_generation_stage_closes_its_backend_once_when_it_is_dropped(make_spec):
+def test_a_generator_closes_its_backend_once_when_it_is_dropped(make_spec):
     plan, runs = _plan(make_spec)
-    stage = GenerateStage(runs)
+    stage = Generator(runs)
     stage(_cells(plan.row(0)))
     closed = []
     backend = stage.backend
@@ -39,7 +38,7 @@ def test_a_generation_stage_closes_its_backend_once_when_it_is_dropped(make_spec
     stage.close()
     stage.close()
     assert closed == [True] and stage.backend is None
-    stage = GenerateStage(runs)
+    stage = Generator(runs)
     stage(_cells(plan.row(1)))
     stage.backend.close = lambda: closed.append("dropped")
     del stage
@@ -47,19 +46,18 @@ def test_a_generation_stage_closes_its_backend_once_when_it_is_dropped(make_spec
     assert closed == [True, "dropped"]
 
 
-def test_the_generation_actor_closes_its_backend_when_its_pipeline_ends(make_spec, tmp_path, ray_cluster):
-    from closing_stage import MarkingGenerateStage
-    from ray.data import ActorPoolStrategy
+def test_the_generation_actor_closes_its_backend_when_its_pool_is_done(make_spec, tmp_path, ray_cluster):
+    from closing_stage import MarkingGenerationActor
 
     plan, runs = _plan(make_spec)
     marks = tmp_path / "marks"
     marks.mkdir()
-    ds = ray_cluster.data.from_items([plan.row(i) for i in plan.pending], override_num_blocks=len(plan.pending))
-    ds = ds.map_batches(MarkingGenerateStage, fn_constructor_kwargs={"runs": runs, "marker_dir": str(marks)},
-                        batch_size=1, batch_format="numpy", compute=ActorPoolStrategy(size=1), num_cpus=0)
-    assert len(ds.take_all()) == len(plan.pending) == 4
-    deadline = time.monotonic() + 60
-    while not list(marks.iterdir()) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    actor = ray_cluster.remote(MarkingGenerationActor).options(num_cpus=0).remote(
+        plan.spec.model_dump_json(by_alias=True), str(marks))
+    for i in plan.pending:
+        ray_cluster.get(actor.run_batch.remote(_cells(plan.row(i)), runs))
+    assert not list(marks.iterdir())  # loaded, used, not closed while the run lasts
+    ray_cluster.get(actor.close.remote())  # what GenerationPool.close asks of each actor
     closed = list(marks.iterdir())
     assert len(closed) == 1 and closed[0].read_text() == "SimulatedBackend"
+    ray_cluster.kill(actor)

@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from auditkit_ray.actors.generate import GenerateStage
+from auditkit_ray.actors.generate import Generator
 from auditkit_ray.backends.base import create_backend
 from auditkit_ray.pipeline.plan import build_plan
 from auditkit_ray.store.base import open_store
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.usefixtures("ray_cluster")  # worker_info() asks Ray fo
 def _run_shards_in_threads(make_spec, thread_safe: bool) -> list[tuple[float, float]]:
     spec = make_spec(execution={"shard_size": 5, "generation_shards_in_flight": 4})
     plan = build_plan(spec, open_store(spec.store))
-    stage = GenerateStage({plan.layout.run_fp: (spec.model_dump_json(by_alias=True), plan.store, plan.layout)})
+    stage = Generator({plan.layout.run_fp: (spec.model_dump_json(by_alias=True), plan.store, plan.layout)})
     backend = create_backend(spec.model, spec.generation, spec.seed)
     backend.load()
     backend.thread_safe = thread_safe
@@ -67,7 +67,7 @@ def _stage_and_rows(make_spec, **model):
     spec = make_spec(model={"type": "simulated", "fixed_cost_s": 0.0, "per_token_s": 0.0, "output": "target", **model},
                      execution={"shard_size": 20})
     plan = build_plan(spec, open_store(spec.store))
-    stage = GenerateStage({plan.layout.run_fp: (spec.model_dump_json(by_alias=True), plan.store, plan.layout)})
+    stage = Generator({plan.layout.run_fp: (spec.model_dump_json(by_alias=True), plan.store, plan.layout)})
     return stage, [{k: _cell(v) for k, v in plan.row(i).items()} for i in sorted(plan.shard_payloads)]
 
 

@@ -108,9 +108,9 @@ def test_only_the_notice_about_rays_default_is_dropped_not_its_warning_of_a_clus
 
     from ray._private.authentication import authentication_token_setup as auth
 
-    from auditkit_ray.pipeline.ray_compat import TOKEN_AUTH_ENABLED as _TOKEN_AUTH_ENABLED
-    from auditkit_ray.pipeline.ray_compat import TOKEN_AUTH_LOGGER as _TOKEN_AUTH_LOGGER
-    from auditkit_ray.pipeline.ray_compat import dropped as _dropped
+    from auditkit_ray.cluster.compat import TOKEN_AUTH_ENABLED as _TOKEN_AUTH_ENABLED
+    from auditkit_ray.cluster.compat import TOKEN_AUTH_LOGGER as _TOKEN_AUTH_LOGGER
+    from auditkit_ray.cluster.compat import dropped as _dropped
 
     seen: list[str] = []
     handler = logging.Handler(logging.WARNING)

@@ -1,4 +1,4 @@
-"""The local cluster a run starts for itself (``pipeline/ray_compat.py``, ``quick_local_start``):
+"""The local cluster a run starts for itself (``cluster/compat.py``, ``quick_local_start``):
 Ray's head processes without the ones nobody would use, and without Ray's
 one-second waits for its raylet. Each test starts its own fresh cluster in a
 subprocess, as the command line does."""

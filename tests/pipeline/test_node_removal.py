@@ -141,7 +141,7 @@ def test_worker_node_removed_mid_run_ends_with_the_uninterrupted_result(
             assert driver.poll() is None, driver.stderr.read()[-3000:]
             time.sleep(0.1)
         node = process_tree(two_node_cluster["worker"])
-        on_node = [p for p in node if "GenerateStage" in _cmdline(p)]  # ray::GenerateStage, the driver's own actor
+        on_node = [p for p in node if "GenerationActor" in _cmdline(p)]  # ray::GenerationActor, the driver's own actor
         assert on_node, "the worker node should host a generation actor (the head has one GPU for two actors)"
         signal_all(node, signal.SIGKILL)
         removed_at = done()

@@ -1,16 +1,16 @@
 """What travels between the stages (``actors.shard``): each stage checks the
 fields it reads and fails naming itself and the field; and the one module
-that touches Ray's private APIs (``pipeline.ray_compat``) fails naming Ray's
+that touches Ray's private APIs (``cluster.compat``) fails naming Ray's
 version when one is missing, and leaves Ray alone when it is not a Ray it
 was written for."""
 
 import pytest
 
-from auditkit_ray.actors.generate import GenerateStage
+from auditkit_ray.actors.generate import Generator
 from auditkit_ray.actors.score import ScoreStage
 from auditkit_ray.actors.shard import ShardPayload, StageFields, pack, planned_row, read_batch, unpack
+from auditkit_ray.cluster import compat as ray_compat
 from auditkit_ray.errors import RunError
-from auditkit_ray.pipeline import ray_compat
 
 
 def test_a_planned_row_unpacks_to_the_payload_the_driver_planned_and_takes_its_run_from_the_row():
@@ -26,10 +26,10 @@ def test_a_stage_given_a_shard_without_a_field_it_reads_names_itself_and_the_fie
     shard = ShardPayload(shard=2, items=[], run="fp", generations=[], worker={})
     with pytest.raises(RunError, match=r"ScoreStage\(later pool, final\): shard 2 arrived without 'annotations'"):
         later.score_shard(shard, [])
-    with pytest.raises(RunError, match="GenerateStage: shard 2 arrived without 'run'"):
-        GenerateStage({}).generate_shard(ShardPayload(shard=2, items=[]))
+    with pytest.raises(RunError, match="Generator: shard 2 arrived without 'run'"):
+        Generator({}).generate_shard(ShardPayload(shard=2, items=[]))
     with pytest.raises(RunError, match="expected a ShardPayload, got dict"):
-        GenerateStage.fields.require({"shard": 2})
+        Generator.fields.require({"shard": 2})
     with pytest.raises(ValueError, match="no such shard field"):
         StageFields("Mine", reads=("nonesuch",))
 

@@ -1,7 +1,6 @@
 """The start-up path: the generation actors are the driver's own, created as soon as Ray is up, and load
-their model while the driver still reads the dataset; their outputs are the same, sample for sample, as
-those of generation in Ray Data's own actor pool (``AUDITKIT_RAY_GENERATION_POOL=raydata``), on every
-backend that runs in a generation actor."""
+their model while the driver still reads the dataset; a resident engine (kept loaded by an earlier run)
+gives the same outputs, sample for sample, as a fresh one, on every backend that runs in a generation actor."""
 
 import threading
 import time
@@ -17,12 +16,6 @@ pytestmark = pytest.mark.usefixtures("ray_cluster")
 #: the actor's process start can take longer than any fixed delay, and an actor started after the plan (the
 #: path before) never loads during the read at all
 READ_MAX_S = 120.0
-
-
-@pytest.fixture(autouse=True)
-def owned_actors(monkeypatch):
-    """The driver's own generation actors (the default), whatever the environment says."""
-    monkeypatch.setenv("AUDITKIT_RAY_GENERATION_POOL", "owned")
 
 
 @pytest.fixture
@@ -92,31 +85,41 @@ def test_a_run_whose_outputs_are_all_stored_loads_no_model(make_spec, load_windo
     assert all(w["load_ended_at"] is None or w["load_started_at"] is not None for w in load_windows)
 
 
-def _both_ways(make_spec, monkeypatch, rows, name: str, **over):
-    monkeypatch.setenv("AUDITKIT_RAY_GENERATION_POOL", "raydata")
-    before = evaluate(make_spec(f"{name}-raydata", **over))
-    monkeypatch.setenv("AUDITKIT_RAY_GENERATION_POOL", "owned")
-    after = evaluate(make_spec(f"{name}-owned", **over))
-    return rows(before), rows(after), before, after
+def _fresh_and_resident(make_spec, rows, name: str, **over):
+    """(rows of a fresh engine's run, rows of a resident engine's run, their results): the fresh one on actors
+    started for it and stopped after it; the resident one on the engine an earlier run of the same model (in a
+    store of its own) left loaded."""
+    from resident_engines import resident_list, residents
+
+    with residents(False):
+        fresh = evaluate(make_spec(f"{name}-fresh", **over))
+    with residents(True):
+        evaluate(make_spec(f"{name}-loads", **over))
+        loaded = {r["name"] for r in resident_list()}
+        again = evaluate(make_spec(f"{name}-resident", **over))
+        served = resident_list()
+    assert loaded and {r["name"] for r in served} == loaded, (loaded, served)  # the same actors, not new ones
+    assert all(r["uses"] >= 2 for r in served), served
+    return rows(fresh), rows(again), fresh, again
 
 
-def test_outputs_are_bit_identical_to_ray_datas_pool_with_simulated(make_spec, monkeypatch, rows):
+def test_a_resident_engines_outputs_are_bit_identical_to_a_fresh_ones_with_simulated(make_spec, rows):
     model = {"type": "simulated", "fixed_cost_s": 0.0, "per_token_s": 0.0, "output": "target", "fail_ids": ["q007"]}
-    a, b, before, after = _both_ways(make_spec, monkeypatch, rows, "sim", model=model,
-                                     execution={"shard_size": 4, "generation_actors": 2})
+    a, b, before, after = _fresh_and_resident(make_spec, rows, "sim", model=model,
+                                              execution={"shard_size": 4, "generation_actors": 2})
     assert a == b and len(a) == 40
     assert before.fingerprint == after.fingerprint
 
 
-def test_outputs_are_bit_identical_to_ray_datas_pool_with_hf(make_spec, monkeypatch, rows, tiny_model):
+def test_a_resident_engines_outputs_are_bit_identical_to_a_fresh_ones_with_hf(make_spec, rows, tiny_model):
     over = dict(model={"type": "hf", "path": str(tiny_model), "batch_size": 4}, generation={"max_new_tokens": 5},
                 execution={"shard_size": 8, "generation_actors": 1})
-    a, b, before, after = _both_ways(make_spec, monkeypatch, rows, "hf", **over)
+    a, b, before, after = _fresh_and_resident(make_spec, rows, "hf", **over)
     assert a == b and len(a) == 40
     assert before.perf.generated == after.perf.generated == 40
 
 
-def test_outputs_are_bit_identical_to_ray_datas_pool_with_api(make_spec, monkeypatch, rows, tmp_path):
+def test_a_resident_engines_outputs_are_bit_identical_to_a_fresh_ones_with_api(make_spec, rows, tmp_path):
     pytest.importorskip("aiohttp", reason="the api backend needs the 'api' extra (aiohttp)")
     from auditkit_ray.testing import OpenAIServer, ScriptedPolicy
 
@@ -126,7 +129,7 @@ def test_outputs_are_bit_identical_to_ray_datas_pool_with_api(make_spec, monkeyp
     with OpenAIServer(ScriptedPolicy(tail), api_key="sk-startup-test") as server:
         model = {"type": "api", "base_url": server.base_url, "model": "scripted", "api_key": "sk-startup-test",
                  "backoff_s": 0.01}
-        a, b, _, _ = _both_ways(make_spec, monkeypatch, rows, "api", model=model, execution={"shard_size": 8})
+        a, b, _, _ = _fresh_and_resident(make_spec, rows, "api", model=model, execution={"shard_size": 8})
     assert a == b and len(a) == 40 and all(r[2] for r in a)
 
 

@@ -148,7 +148,7 @@ RANKS: dict[str, int] = {
     # over the store: dataset locations, model sources, comparisons, result sinks, trace inspection
     "data": 5, "sources": 5, "compare": 5, "integrations": 5, "trace_inspect": 5,
     "rag": 6, "report": 6, "judges": 6,
-    "actors": 7,  # what runs inside Ray actors
+    "actors": 7, "cluster": 7,  # what runs inside Ray actors; the local Ray a machine's commands share
     "pipeline": 8,  # the driver side
     "lmeval": 9,  # lm-eval tasks, run directly or through the pipeline
     "api": 10, "": 11,  # the facade
@@ -164,6 +164,8 @@ INTERNAL_ALLOWED: dict[str, set[str]] = {
     "backends": {"core", "agents"},
     "config": {"core", "probes"},
     "sources": {"core", "store"},
+    #: the cluster layer stands on the contracts alone: it holds actors' handles, never their code
+    "cluster": {"core"},
     "compare": {"core", "store"},
     "report": {"core", "store", "compare"},
     "cli": {"", "api", "viewer"},
@@ -173,7 +175,7 @@ INTERNAL_ALLOWED: dict[str, set[str]] = {
 #: third-party packages core/ may import
 CORE_THIRD_PARTY = {"pydantic", "pydantic_core", "yaml", "orjson"}
 #: layers that may import ray
-RAY_LAYERS = {"pipeline", "actors"}
+RAY_LAYERS = {"pipeline", "actors", "cluster"}
 #: third-party packages viewer/ may import
 VIEWER_THIRD_PARTY = {"aiohttp"}
 

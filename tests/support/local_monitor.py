@@ -4,11 +4,11 @@ the exit hook would, and check that the cluster still works; prints JSON."""
 import json
 import sys
 
+from auditkit_ray.cluster import compat as ray_compat
+from auditkit_ray.cluster.connect import init_ray
 from auditkit_ray.config.models import ExecutionSpec
-from auditkit_ray.pipeline import ray_compat
-from auditkit_ray.pipeline import runtime as driver
 
-ray = driver.init_ray(None, ExecutionSpec(num_cpus=1))
+ray = init_ray(None, ExecutionSpec(num_cpus=1))
 import ray._private.worker as rw  # noqa: E402
 
 monitor = rw._global_node.all_processes["monitor"][0].process

@@ -7,10 +7,11 @@ import sys
 
 import psutil
 
+from auditkit_ray.cluster import local as driver
+from auditkit_ray.cluster.connect import init_ray
 from auditkit_ray.config.models import ExecutionSpec
-from auditkit_ray.pipeline import runtime as driver
 
-ray = driver.init_ray(None, ExecutionSpec(num_cpus=1))
+ray = init_ray(None, ExecutionSpec(num_cpus=1))
 import ray._private.worker as rw  # noqa: E402
 
 pids = [info.process.pid for infos in rw._global_node.all_processes.values() for info in infos]

@@ -9,13 +9,14 @@ import sys
 
 from ray._private.node import Node
 
+from auditkit_ray.cluster import compat as local_start
+from auditkit_ray.cluster import local as driver
+from auditkit_ray.cluster.connect import init_ray
 from auditkit_ray.config.models import ExecutionSpec
-from auditkit_ray.pipeline import ray_compat as local_start
-from auditkit_ray.pipeline import runtime as driver
 
 before = {n: Node.__dict__[n] for n in local_start.PATCHED_METHODS}  # importing patches nothing; init_ray does
 
-ray = driver.init_ray(None, ExecutionSpec(num_cpus=1))
+ray = init_ray(None, ExecutionSpec(num_cpus=1))
 import ray._private.worker as rw  # noqa: E402
 
 node = rw._global_node

@@ -8,11 +8,11 @@ import sys
 sys.path.insert(0, os.getcwd())  # as the CLI does, for the driver's own imports
 
 from auditkit_ray.api import evaluate  # noqa: E402
+from auditkit_ray.cluster.connect import init_ray  # noqa: E402
 from auditkit_ray.config.models import ExecutionSpec  # noqa: E402
-from auditkit_ray.pipeline import runtime as driver  # noqa: E402
 
 before = {k: os.environ.get(k) for k in ("PYTHONPATH", "AUDITKIT_RAY_WORKDIR")}
-ray = driver.init_ray(None, ExecutionSpec(num_cpus=2))
+ray = init_ray(None, ExecutionSpec(num_cpus=2))
 after = {k: os.environ.get(k) for k in ("PYTHONPATH", "AUDITKIT_RAY_WORKDIR")}
 
 

@@ -89,7 +89,7 @@ def _private(what: str, get: Callable[[], T]) -> T:
         return get()
     except (ImportError, AttributeError) as exc:
         raise RayCompatError(f"Ray {ray_version()} has no {what} ({type(exc).__name__}: {exc}); auditkit-ray's Ray "
-                             f"adapter (pipeline/ray_compat.py) was written for Ray {_range()}") from None
+                             f"adapter (cluster/compat.py) was written for Ray {_range()}") from None
 
 
 # --------------------------------------------------------------------------- Ray's notices about its own defaults
@@ -171,18 +171,22 @@ def stop_local_monitor() -> None:
 # - the driver then asks the GCS for its raylet, and when the raylet has not registered yet (it waits for its two
 #   agent processes to start), Ray's own lookup sleeps a whole second before asking again;
 # - a log monitor process is started to forward worker output to drivers that asked for it.
-# For the cluster that ``runtime.init_ray`` starts (private to this process, stopped with it) ``quick_local_start``
-# changes three things while ``ray.init`` runs, and nothing after it:
+# For the local clusters auditkit-ray starts (a command's private one, or the warm one its keeper holds)
+# ``quick_local_start`` changes four things while ``ray.init`` runs, and nothing after it:
 # 1. the API server is not started when Ray's usage statistics are off (``RAY_USAGE_STATS_ENABLED=0`` or
 #    ``ray disable-usage-stats``): reporting them is all it would do. With them on, it starts as Ray starts it;
 # 2. after starting the raylet, the driver polls the GCS every 20 ms until the raylet has registered, so Ray's
 #    own lookup finds it at once;
 # 3. the log monitor is not started when workers' output is not forwarded to the driver
-#    (``AUDITKIT_RAY_LOG_TO_DRIVER`` unset): no one would read it.
+#    (``AUDITKIT_RAY_LOG_TO_DRIVER`` unset): no one would read it;
+# 4. the dashboard agent starts in its minimal mode (as under Ray's minimal install): with no dashboard there is
+#    no one to serve its HTTP endpoints and metrics to, and it holds half the memory of the full agent.
 # A cluster at an address (``ray job submit``, KubeRay) is never started here, so none of this applies to it.
 
 #: the methods of Ray's ``Node`` that ``quick_local_start`` replaces while ``ray.init`` runs
 PATCHED_METHODS = ("start_api_server", "start_ray_processes", "start_log_monitor")
+#: the function whose answer makes Ray start the dashboard agent in its minimal mode (``ray._private.utils``)
+MINIMAL_AGENT = ("ray._private.utils", "get_dashboard_dependency_error")
 _POLL_S = 0.02
 _REGISTER_TIMEOUT_S = 30.0  # Ray's own wait for its raylet, after which it raises
 
@@ -229,7 +233,7 @@ def quick_local_start(log_to_driver: bool) -> Iterator[None]:
         [] if callable(getattr(node_cls, "get_gcs_client", None)) else ["get_gcs_client"])
     if missing:
         raise RayCompatError(f"Ray {ray_version()}'s ray._private.node.Node has no {', '.join(missing)}; "
-                             f"auditkit-ray's Ray adapter (pipeline/ray_compat.py) was written for Ray {_range()}")
+                             f"auditkit-ray's Ray adapter (cluster/compat.py) was written for Ray {_range()}")
     skip_api = not _usage_stats_enabled()
 
     def start_ray_processes(self: Any) -> None:
@@ -239,7 +243,16 @@ def quick_local_start(log_to_driver: bool) -> Iterator[None]:
     def skipped(self: Any, **_: Any) -> None:
         return None
 
+    import importlib
+
+    utils = importlib.import_module(MINIMAL_AGENT[0])
+    dependency_error = _attr(*MINIMAL_AGENT)
+
+    def no_dashboard(*args: Any, **kwargs: Any) -> ImportError:
+        return ImportError("auditkit-ray starts no dashboard")
+
     node_cls.start_ray_processes = start_ray_processes
+    utils.get_dashboard_dependency_error = no_dashboard
     if skip_api:
         node_cls.start_api_server = skipped
     if not log_to_driver:
@@ -249,9 +262,50 @@ def quick_local_start(log_to_driver: bool) -> Iterator[None]:
     finally:
         for n, v in saved.items():
             setattr(node_cls, n, v)
+        utils.get_dashboard_dependency_error = dependency_error
+
+
+def start_head_node(num_cpus: Any, num_gpus: Any) -> Any:
+    """A head node started as ``ray start --head`` starts one (``ray._private.node.Node``): its processes outlive
+    this one, which is not a driver of it; ``quick_local_start`` applies, and its autoscaler monitor (nothing to
+    scale on one machine) is stopped once it is up. Returns the node (``gcs_address``, ``node_id``)."""
+    params_cls = _attr("ray._private.parameter", "RayParams")
+    node_cls = _attr("ray._private.node", "Node")
+    auth = "ray._private.authentication.authentication_token_setup"
+    with dropped(TOKEN_AUTH_LOGGER, TOKEN_AUTH_ENABLED), quick_local_start(False):
+        # token authentication, as ``ray.init`` sets it up for a cluster it starts (its token in ~/.ray)
+        _attr(auth, "enable_token_auth_by_default")()
+        _attr(auth, "ensure_token_if_auth_enabled")(None, create_token_if_missing=True)
+        params = params_cls(num_cpus=num_cpus, num_gpus=num_gpus, include_dashboard=False)
+        node = node_cls(ray_params=params, head=True, shutdown_at_exit=False, spawn_reaper=False,
+                        ray_init_cluster=True)
+    for info in (_private("Node.all_processes", lambda: node.all_processes) or {}).get("monitor", []):
+        with contextlib.suppress(Exception):
+            info.process.kill()
+            info.process.wait(timeout=5)
+    return node
 
 
 # --------------------------------------------------------------------------- Ray Data
+#: the namespaces of the detached helper actors a Ray Data pipeline starts and leaves in the cluster (its
+#: statistics, its autoscaling coordinator and requester, where its actors are, its usage report): each is
+#: fetched with ``get_if_exists`` by the next pipeline, so stopping them between pipelines is safe
+RAY_DATA_HELPER_NAMESPACES = ("_dataset_stats_actor", "_dataset_stats_summary_actor", "AutoscalingCoordinator",
+                              "AutoscalingRequester", "ActorLocationTracker", "DataUsageCollectionActor")
+
+
+def stop_ray_data_helpers(ray: Any) -> int:
+    """Kill Ray Data's detached helper actors (``RAY_DATA_HELPER_NAMESPACES``) while no pipeline runs; returns how
+    many were up."""
+    n = 0
+    for entry in ray.util.list_named_actors(all_namespaces=True):
+        if entry.get("namespace") in RAY_DATA_HELPER_NAMESPACES:
+            with contextlib.suppress(Exception):
+                ray.kill(ray.get_actor(entry["name"], namespace=entry["namespace"]), no_restart=True)
+                n += 1
+    return n
+
+
 class PipelineHandle:
     """The executor of one pipeline, once it starts: ``abort(exc)`` shuts it down from another thread, killing
     its actors (a sweep cell past its time budget)."""
@@ -261,6 +315,11 @@ class PipelineHandle:
         self.aborted: BaseException | None = None
         #: what else an abort stops at once (the driver's own generation actors)
         self.on_abort: list[Callable[[], None]] = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Ray Data ships its DataContext, whose callback class closes over this handle, to its workers: what
+        # the handle holds (the executor, the driver's generation pool) stays with the driver
+        return {"executor": None, "aborted": None, "on_abort": []}
 
     def abort(self, exc: BaseException) -> bool:
         self.aborted = exc
