@@ -214,7 +214,8 @@ class SweepStatus:
                       file=self._out(), flush=True)
             return
         if e == "cell_started":
-            text = f"loading (attempt {event['attempt']})" if event["attempt"] > 1 else "loading"
+            text = api.cell_start_status(event)
+            text += f" (attempt {event['attempt']})" if event["attempt"] > 1 else ""
             self.last.pop(cell, None)  # a new attempt's first shard is shown too
         elif e == "shard_done":
             text = api.shard_status(event)

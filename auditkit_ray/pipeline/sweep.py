@@ -284,7 +284,7 @@ def status_line(event: dict[str, Any]) -> str:
     """A plain line for one sweep event (what ``progress=True`` logs)."""
     e, cell = event["event"], event.get("cell", "")
     if e == "cell_started":
-        return f"[{cell}] loading (attempt {event['attempt']}, {event['gpus']:g} GPUs)"
+        return f"[{cell}] {cell_start_status(event)} (attempt {event['attempt']}, {event['gpus']:g} GPUs)"
     if e == "shard_done":
         eta = f", sweep ETA {event['eta_s']:.0f}s" if event.get("eta_s") else ""
         return f"[{cell}] {shard_status(event)}{eta}"
@@ -302,10 +302,25 @@ def status_line(event: dict[str, Any]) -> str:
     return json.dumps(event)
 
 
+def cell_start_status(event: dict[str, Any]) -> str:
+    """A ``cell_started`` event as its cell's status: ``loading``, or what the store already holds of it
+    (``resuming: 3 of 12 shards stored, loading``; ``stored: 12 of 12 shards, nothing to run``)."""
+    done, total = event.get("shards_done") or 0, event.get("shards_total") or 0
+    if total and done >= total:
+        return f"stored: {done} of {total} shards, nothing to run"
+    if done:
+        return f"resuming: {done} of {total} shards stored, loading"
+    return "loading"
+
+
 def shard_status(event: dict[str, Any]) -> str:
     """A ``shard_done`` event as its cell's status: ``running 3 of 12 shards, 8.0 samples/s, ETA 9s`` (the
-    figures once the cell has finished a shard in this invocation, ``progress.ShardRate``)."""
+    figures once the cell has finished a shard in this invocation, ``progress.ShardRate``; shards whose stored
+    outputs were scored again say so, and give no rate)."""
     text = f"running {event['shards_done']} of {event['shards_total']} shards"
+    if event.get("rescored"):
+        text += f", {event['rescored']} stored outputs re-scored" + ("" if event.get("samples") else
+                                                                     ", nothing generated")
     if event.get("samples_per_s"):
         text += f", {event['samples_per_s']:.1f} samples/s"
     if event.get("cell_eta_s"):
@@ -445,14 +460,14 @@ def _run_cell(sw: _Sweep, cell: Cell, address: str | None, parent: str | None) -
     def shard_done(out: Any) -> None:
         with sw.lock:
             cell.shards_done += 1
-            rate.add(out.n, out.generation_s)
+            rate.add(out.n, out.generation_s, out.generated and not spec.model.replays_generations())
             if cell.state == "loading":
                 cell.state = "running"
                 sw.write_manifest()
         run = next((p.spec.name for p in cell.plans if p.layout.run_fp == out.run), out.run)
         per_s, left, elapsed = rate.samples_per_s, rate.eta_s(), rate.elapsed_s
         sw.emit("shard_done", cell=cell.name, run=run, shard=out.shard, n=out.n, shards_done=cell.shards_done,
-                shards_total=cell.shards_total, samples=rate.samples,
+                shards_total=cell.shards_total, samples=rate.samples, rescored=rate.rescored,
                 elapsed_s=round(elapsed, 3) if elapsed is not None else None,
                 samples_per_s=round(per_s, 2) if per_s else None,
                 cell_eta_s=round(left, 1) if left is not None else None, eta_s=sw.eta_s())
