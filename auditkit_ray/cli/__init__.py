@@ -84,7 +84,19 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command line; returns its exit code."""
+    """Run one command line; returns its exit code. Output that could not be written to stdout (a full disk)
+    is one line on stderr; the command's verdict stands (a failed gate stays 1), and a command that otherwise
+    succeeded exits 2: what it printed is lost."""
+    streams: list[Any] = []
+    code = _main(argv, streams)
+    failed = next((s.failed for s in streams if s.failed is not None), None)
+    if failed is not None:
+        print(output.write_failed_line(failed), file=sys.stderr)
+        code = code or EXIT_USAGE
+    return code
+
+
+def _main(argv: Sequence[str] | None, streams: list[Any]) -> int:
     parser = build_parser()
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else signal.getsignal(signal.SIGTERM)
@@ -96,8 +108,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _cwd_on_path()
         api.prefer_warm_cluster()  # commands without --address share the machine's warm local cluster
         progress = hasattr(args, "quiet") and not args.quiet
-        with (output.reader_may_leave(), output.terminal_logging(progress),
+        with (output.reader_may_leave() as out, output.terminal_logging(progress),
               output.json_stdout(bool(getattr(args, "json", False)))):
+            streams.append(out)
             return args.handler(args)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -140,6 +153,10 @@ def entrypoint() -> None:
             sys.stdout.flush()
     except BrokenPipeError:
         _quiet_stdout()
+    except OSError as exc:  # what was still buffered could not be written (a full disk)
+        _quiet_stdout()
+        print(output.write_failed_line(exc), file=sys.stderr)
+        code = code or EXIT_USAGE
     sys.stdout = sys.stderr  # what Ray prints while it shuts down at exit is not the command's output
     # The interpreter's last garbage collection walks every object the run left (Ray, Arrow, pandas,
     # metrics), a noticeable pause at the exit of each command, and nothing left needs collecting once

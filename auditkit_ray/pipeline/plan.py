@@ -156,11 +156,27 @@ def pin_model(spec: RunSpec, pins: dict[tuple, str] | None = None) -> RunSpec:
 
 def preflight(spec: RunSpec) -> None:
     """Checks that are cheap on the driver and expensive to discover in an actor."""
+    check_store(spec)
     check_data_root(spec)
     check_checkpoint(spec)
     stored = spec.model.stored_inputs()
     if stored and not Path(stored).exists():
         raise ConfigError(f"model.path {stored!r}: no such file or directory of stored generations")
+
+
+#: stores checked by this process (a sweep's runs share one: it is asked once)
+_CHECKED_STORES: set[tuple] = set()
+
+
+def check_store(spec: RunSpec) -> None:
+    """The run's result store can be used (``ResultStore.check``), before any work: a store path that is a file
+    or an S3 endpoint that does not answer fails in seconds, not after Ray's start and the model's load."""
+    from ..store.base import open_store
+
+    key = tuple(spec.store.model_dump(mode="json").items())
+    if key not in _CHECKED_STORES:
+        open_store(spec.store).check()
+        _CHECKED_STORES.add(key)
 
 
 def check_checkpoint(spec: RunSpec) -> None:
