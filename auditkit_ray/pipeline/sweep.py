@@ -160,10 +160,10 @@ def plan_sweep(sweep: SweepSpec, source: str = "<sweep>", lines: Any = None, *, 
     out = list(cells.values())
     labels = [c.label for c in out]
     for i, c in enumerate(out):
-        if labels.count(c.label) == 1:
-            c.name = c.label
-        elif len(c.plans) == 1:  # models told apart by settings other than their path: the run's own name
+        if len(c.plans) == 1:  # the run's own name, as the leaderboard and the reports name it
             c.name = c.plans[0].spec.name
+        elif labels.count(c.label) == 1:  # a model's several runs (datasets, metrics): the model
+            c.name = c.label
         else:
             c.name = f"{c.label} #{labels[:i].count(c.label) + 1}"
         c.shards_total = sum(p.n_shards for p in c.plans)
@@ -177,7 +177,7 @@ def describe(name: str, sweep_fp: str, cells: list[Cell], cluster_gpus: float | 
              + (f"  cluster GPUs {cluster_gpus:g}" if cluster_gpus is not None else "")]
     for c in cells:
         g = gpus_for(c.plans[0].spec, cluster_gpus if cluster_gpus is not None else 1.0)
-        lines.append(f"  cell {c.label}  GPUs {g:g}")
+        lines.append(f"  cell {c.name}" + (f" ({c.label})" if c.name != c.label else "") + f"  GPUs {g:g}")
         if c.state == "failed":  # its checkpoint was not found: it will fail without starting
             lines += [f"    {p.spec.name:<50} FAILS: {c.error}" for p in c.plans]
             continue
@@ -390,7 +390,7 @@ def run_sweep(sweep: SweepSpec, *, address: str | None = None, progress: bool = 
     for c in cells:
         c.gpus = gpus_for(c.plans[0].spec, total_gpus)
         if c.gpus > total_gpus:
-            raise RunError(f"sweep {sweep.name!r}: cell {c.label} needs {c.gpus:g} GPUs, the cluster has "
+            raise RunError(f"sweep {sweep.name!r}: cell {c.name} needs {c.gpus:g} GPUs, the cluster has "
                            f"{total_gpus:g}; "
                            "lower execution.generation_actors or model.num_gpus")
     sw = _Sweep(sweep, sweep_fp, cells, total_gpus, on_event, events, progress)
