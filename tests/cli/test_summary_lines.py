@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from console import console
+from stored_runs import drop_shards
 
 SIM = {"type": "simulated", "fixed_cost_s": 0.3, "per_token_s": 0.0, "output": "prompt"}
 GENERATION_FIGURES = ("samples/s", "latency", "tokens", "of generation", "ETA")
@@ -107,16 +108,7 @@ def _sweep(tmp_path: Path) -> Path:
 def test_a_sweep_run_again_says_which_cells_are_stored_and_which_resume(tmp_path):
     sweep = _sweep(tmp_path)
     assert console("sweep", sweep, "--quiet", cwd=tmp_path, timeout=300).returncode == 0
-    store = tmp_path / "store"
-    (manifest,) = store.glob("sweeps/*/manifest.json")
-    fp_a = next(r["fingerprint"] for r in json.loads(manifest.read_text())["runs"] if r["name"] == "a")
-    result = store / "runs" / fp_a / "result.json"
-    gen_fp = json.loads(result.read_text())["generation_fingerprint"]
-    for shard in ("shard-00004", "shard-00005"):  # cell a loses two shards: a rerun does those two again
-        for pattern in (f"runs/{fp_a}/*/{shard}.parquet", f"generations/{gen_fp}/*/{shard}.parquet"):
-            (stored,) = store.glob(pattern)
-            stored.unlink()
-    result.unlink()
+    drop_shards(tmp_path / "store", "a", [4, 5])  # cell a loses two shards: a rerun does those two again
     again = console("sweep", sweep, cwd=tmp_path, timeout=300)
     assert again.returncode == 0, again.stderr
     lines = again.stderr.splitlines()
