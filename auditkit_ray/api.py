@@ -38,7 +38,8 @@ __all__ = [
     "load_sweep", "open_store", "parse_assignments", "parse_max_regression", "query_runs", "render_report", "rescore",
     "rescore_spec", "resolve_report_input", "resolve_run", "results_browser", "run_fingerprint", "samples_table",
     "schema", "scrub_secrets", "shard_status", "show_run", "sweep", "sweep_plan", "sync_runs", "use_color", "validate",
-    "cluster_up", "cluster_down", "cluster_status", "evict", "prefer_warm_cluster", "prefer_resident",
+    "cell_start_status", "cluster_up", "cluster_down", "cluster_status", "evict", "prefer_warm_cluster",
+    "prefer_resident",
 ]
 
 
@@ -322,6 +323,14 @@ def sweep(spec: Any, *, address: str | None = None, progress: bool = False, stor
     sweep_spec, source, _ = load_sweep(spec, store=store)
     return run_sweep(sweep_spec, address=address, progress=progress, source=source, fail_fast=fail_fast,
                      events=os.fspath(events) if events is not None else None, on_event=on_event)
+
+
+def cell_start_status(event: dict[str, Any]) -> str:
+    """A sweep's ``cell_started`` event as its cell's status: ``loading``, ``resuming: 3 of 12 shards stored,
+    loading`` or ``stored: 12 of 12 shards, nothing to run``."""
+    from .pipeline.sweep import cell_start_status as _status
+
+    return _status(event)
 
 
 def shard_status(event: dict[str, Any]) -> str:

@@ -59,7 +59,16 @@ def metric_kind(family: str) -> str:
 
 
 def _doc(obj: Any) -> str:
-    return (inspect.getdoc(obj) or "").split("\n\n")[0].replace("\n", " ").strip()
+    """The first paragraph of a docstring, as plain text."""
+    return _plain((inspect.getdoc(obj) or "").split("\n\n")[0].replace("\n", " ").strip())
+
+
+def _plain(text: str) -> str:
+    """``text`` without reStructuredText markup (``x``, :class:`X`): what a terminal shows is read, not built."""
+    import re
+
+    text = re.sub(r":[\w:]+:`~?([^`]+)`", r"\1", text or "")
+    return re.sub(r"``([^`]+)``", r"\1", text)
 
 
 def _required_settings(model: Any, skip: tuple[str, ...] = ("type",)) -> list[str]:
@@ -99,7 +108,7 @@ def _metrics() -> list[dict[str, Any]]:
         kind = metric_kind(info["family"])
         out.append({"kind": kind, "name": n, "direction": info["direction"], "family": info["family"],
                     "requires": info["requires"], "extra": getattr(cls, "extra", None) or EXTRAS.get((kind, n)),
-                    "description": info["description"]})
+                    "description": _plain(info["description"])})
     return out
 
 

@@ -160,6 +160,7 @@ class _SchemaDoc:
 
 def configuration_md() -> str:
     from auditkit_ray.config import json_schema
+    from auditkit_ray.config.paths import RULE
 
     lines = [HEADER.format(source="auditkit_ray.config.json_schema()"), "# Configuration reference", "",
              "Run files and sweep files are YAML (or JSON) validated by strict pydantic models: unknown keys are "
@@ -167,9 +168,7 @@ def configuration_md() -> str:
              "field path. `auditkit-ray schema --kind run|sweep` prints the same JSON Schema this page is made "
              "from; `auditkit-ray validate FILE` checks a file, reads its datasets and builds every prompt as the "
              "run will (`--no-data` skips the datasets), and prints its fingerprint(s).", "",
-             "Relative input paths (`dataset.path`, `model.path`, `prompt.few_shot.path`, `retrieval.corpus`) "
-             "resolve against the folder of the file that names them, else (where they exist only there) the "
-             "working directory; `store.path` resolves against the working directory.", "",
+             RULE, "",
              "Which fields change the numbers (and so enter the fingerprint) is decided in "
              "`auditkit_ray/pipeline/identity.py`: execution, storage, experiment and tracking settings do not; "
              "see [concepts](concepts.md#fingerprints).", ""]

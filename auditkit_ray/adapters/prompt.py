@@ -36,20 +36,26 @@ _MARK = "\x00image:{}\x00"
 _MARKS = re.compile(r"\x00image:(\d+)\x00")
 
 
-def render(template: str, record: dict, sample_id: str = "?", images: tuple[str, int] | None = None) -> str:
+def render(template: str, record: dict, sample_id: str = "?", images: tuple[str, int] | None = None,
+           own: Any = None) -> str:
     """``template`` with its ``{{ field }}`` placeholders filled from ``record``. ``images``: the images
     field's name and the sample's number of images; that field's placeholders then mark where its images
-    go (``{{ image }}`` all of them, ``{{ image.1 }}`` the second), for ``place_images``."""
+    go (``{{ image }}`` all of them, ``{{ image.1 }}`` the second), for ``place_images``. ``own``: the fields
+    the dataset's record has (a missing field's message lists those, not the ones the loader added)."""
     def sub(m: re.Match) -> str:
         if images is not None and m.group(1).split(".")[0] == images[0]:
             return _image_marks(m.group(1), images, sample_id)
         try:
             value = _lookup(record, m.group(1))
         except KeyError:
-            fields = ", ".join(sorted(record)) or "none"
+            from ..core.suggest import did_you_mean
+
+            have = sorted(own if own is not None else record)
+            name = m.group(1)
             raise DataError(
-                f"sample {sample_id!r}: the prompt template needs field {m.group(1)!r}, "
-                f"which the sample lacks (it has: {fields})"
+                f"sample {sample_id!r}: the prompt template needs field {name!r}"
+                f"{did_you_mean(name.split('.')[0], record)}, which the sample lacks (its fields: "
+                f"{', '.join(have) or 'none'})"
             ) from None
         return value if isinstance(value, str) else str(value)
 
@@ -99,6 +105,11 @@ def place_images(messages: list[dict], images: list[str], sample_id: str) -> lis
     return out
 
 
+def _has(own: Any) -> str:
+    """`` (its fields: a, b)``: what the dataset's record holds, for a message about a field it lacks."""
+    return "" if own is None else f" (its fields: {', '.join(sorted(own)) or 'none'})"
+
+
 class PromptAdapter:
     def __init__(self, prompt: Any, dataset: Any, seed: int, pool: list[tuple[str, dict]] | None = None) -> None:
         self.spec = prompt
@@ -117,25 +128,27 @@ class PromptAdapter:
         rec.setdefault("id", sample.id)
         return rec
 
-    def _text(self, rec: dict, sample_id: str, images: Any = None) -> str:
+    def _text(self, rec: dict, sample_id: str, images: Any = None, own: Any = None) -> str:
         if self.spec.template is None:
             value = rec.get(self.dataset.input_field)
             if value is None:
                 raise DataError(
-                    f"sample {sample_id!r}: no input field {self.dataset.input_field!r} and no prompt template"
+                    f"sample {sample_id!r}: no input field {self.dataset.input_field!r}{_has(own)} and no prompt "
+                    "template"
                 )
             return value if isinstance(value, str) else str(value)
         if "input" not in rec and "input" in placeholders(self.spec.template):
-            raise DataError(f"sample {sample_id!r}: no input field {self.dataset.input_field!r}, which the prompt "
-                            "template's '{{ input }}' stands for (set dataset.input_field or fix the sample)")
+            raise DataError(f"sample {sample_id!r}: no input field {self.dataset.input_field!r}{_has(own)}, which "
+                            "the prompt template's '{{ input }}' stands for (set dataset.input_field or fix the "
+                            "sample)")
         if self.places_images():
             if self.spec.few_shot and self.spec.few_shot.n:
                 raise DataError(f"sample {sample_id!r}: the prompt template places images "
                                 f"('{{{{ {self.dataset.images_field} }}}}'), and few-shot examples carry none: "
                                 "drop prompt.few_shot or the placeholder")
             return render(self.spec.template, rec, sample_id,
-                          images=(self.dataset.images_field, len(images or ())))
-        return render(self.spec.template, rec, sample_id)
+                          images=(self.dataset.images_field, len(images or ())), own=own)
+        return render(self.spec.template, rec, sample_id, own=own)
 
     def _shots(self, sample_id: str) -> list[tuple[str, str]]:
         fs = self.spec.few_shot
@@ -180,13 +193,13 @@ class PromptAdapter:
         if getattr(sample, "images", None) and not self.spec.chat:
             # images travel in chat messages only: the system prompt is a message of its own, not pasted text
             msgs = [{"role": "system", "content": self.spec.system}] if self.spec.system else []
-            body = self._text(rec, sample.id, sample.images)
+            body = self._text(rec, sample.id, sample.images, own=raw)
             shots = self._shots(sample.id)
             if shots:
                 sep = self.spec.few_shot.separator if self.spec.few_shot else "\n\n"
                 body = sep.join([f"{q} {a}" for q, a in shots] + [body])
             return [*msgs, {"role": "user", "content": body}]
-        text = self._text(rec, sample.id, getattr(sample, "images", None))
+        text = self._text(rec, sample.id, getattr(sample, "images", None), own=raw)
         shots = self._shots(sample.id)
         if self.spec.chat:
             msgs: list[dict] = []

@@ -14,15 +14,22 @@ The rules (re-implemented from BFCL's documented AST checker behaviour):
    (anything else is an unexpected parameter);
 3. types are strict (``True`` is not an integer), except that an integer is
    accepted where the schema says ``float``/``number``; an array's items are
-   type-checked one level deep; a value of the same type as the acceptable
-   values (when that differs from the schema's) is accepted as a "variable";
+   type-checked one level deep (strictly: inside an array of integers ``True``
+   is a type error, inside an array of floats ``1`` is), except where BFCL
+   skips that check: the items of an array of arrays, and any array whose
+   parameter is optional (``""`` among its acceptable values); a value of the
+   same type as the acceptable values (when that differs from the schema's)
+   is accepted as a "variable";
 4. strings are compared after BFCL's normalisation: spaces and
    ``, . / - _ * ^`` removed, lower-cased, ``'`` turned into ``"``; the
    strings inside arrays and (one level deep) objects likewise;
-5. any other value must equal one of the acceptable values (Python equality,
-   so inside arrays ``1 == 1.0`` and also ``True == 1``, as in BFCL);
+5. any other value must equal one of the acceptable values (Python equality:
+   where the item check was skipped, ``1 == 1.0`` and ``True == 1`` inside
+   arrays, and always inside objects, as in BFCL);
 6. a reference parameter missing from the call is an error unless ``""`` is
-   among its acceptable values.
+   among its acceptable values; for an array parameter that optional marker
+   also stands for the empty list, so ``[]`` is accepted (BFCL's list
+   checkers read it so: an optional list passed empty is an omitted one).
 
 How this differs from the default (``exact``) mode is listed in docs/agents.md.
 """
@@ -103,7 +110,14 @@ def _string_ok(value: str, acceptable: list[Any]) -> bool:
     return standardize(value) in [standardize(a) for a in acceptable if type(a) is str]
 
 
+def _empty_optional(value: list, acceptable: list[Any]) -> bool:
+    """An empty list for an optional array parameter: BFCL reads the optional marker ``""`` as ``[]``."""
+    return value == [] and "" in acceptable
+
+
 def _list_ok(value: list, acceptable: list[Any]) -> bool:
+    if _empty_optional(value, acceptable):
+        return True
     std = [_std(v) for v in value]
     return std in [[_std(x) for x in a] for a in acceptable if isinstance(a, list)]
 
@@ -123,6 +137,8 @@ def _dict_ok(value: dict, acceptable: list[Any]) -> bool:
 
 
 def _list_dict_ok(value: list, acceptable: list[Any]) -> bool:
+    if _empty_optional(value, acceptable):
+        return True
     for answer in acceptable:
         if not isinstance(answer, list) or len(answer) != len(value):
             continue

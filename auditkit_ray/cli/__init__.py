@@ -56,9 +56,44 @@ GROUPS = (config.add_parsers, run.add_run_parser, compare.add_parsers, sweep.add
           catalogue.add_parsers, inspect.add_parsers, cache.add_parsers, view.add_parsers, cluster.add_parsers)
 
 
+#: what ``--help`` lists after the commands: the exit codes, and the environment a user may set
+EXIT_CODES = (("0", "ok"),
+              ("1", "a gate failed, a regression, a failed sweep cell, or no metric comparable"),
+              ("2", "a usage or configuration error (one line naming file, line and field), or output that could "
+                    "not be written"),
+              ("130", "interrupted (Ctrl-C); 143: terminated (SIGTERM); running the command again resumes"))
+ENVIRONMENT = (
+    ("AUDITKIT_RAY_WARM", "0: a private local Ray per command; 1: the library shares the warm one too"),
+    ("AUDITKIT_RAY_IDLE_TIMEOUT", "seconds the warm local Ray waits idle before it stops (600)"),
+    ("AUDITKIT_RAY_HOME", "where the warm local Ray keeps its state (~/.cache/auditkit-ray/local-cluster)"),
+    ("RAY_ADDRESS", "a Ray cluster to run on (as --address)"),
+    ("AUDITKIT_RAY_DB", "the ExperimentDB (~/.auditkit-ray/experiments.sqlite)"),
+    ("AUDITKIT_RAY_API_CACHE", "the API/judge response cache (~/.cache/auditkit-ray/api-cache.sqlite)"),
+    ("AUDITKIT_RAY_MODEL_CACHE", "where s3:// checkpoints are downloaded (~/.cache/auditkit-ray/models)"),
+    ("AUDITKIT_RAY_CACHE", "lmeval's task data (~/.cache/auditkit-ray)"),
+    ("AUDITKIT_RAY_DATA_ROOT", "every data file a run names must lie under this folder"),
+    ("AUDITKIT_RAY_TRUSTED_PATHS", "more folders custom metrics and agents may be imported from (os.pathsep)"),
+    ("AUDITKIT_RAY_BACKENDS", "modules that register more backends (comma-separated)"),
+    ("AUDITKIT_RAY_GENERATION_POOL", "raydata: generation in Ray Data's own actor pool"),
+    ("AUDITKIT_RAY_VERBOSE", "1: as --verbose"),
+    ("AUDITKIT_RAY_LOG_TO_DRIVER", "1: Ray workers' output forwarded to this terminal"),
+    ("AWS_ENDPOINT_URL, AWS_DEFAULT_REGION", "S3 endpoint and region (credentials: the AWS variables or role)"),
+    ("HF_HUB_OFFLINE, HF_TOKEN", "the Hugging Face Hub: offline, and its token"),
+    ("NO_COLOR, FORCE_COLOR", "colour off, or on when not a terminal"),
+)
+
+
+def _epilog() -> str:
+    width = max(len(n) for n, _ in ENVIRONMENT)
+    lines = ["exit codes:"] + [f"  {c:<4} {what}" for c, what in EXIT_CODES]
+    lines += ["", "environment:"] + [f"  {n:<{width}}  {what}" for n, what in ENVIRONMENT]
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line; each sub-command's handler is its ``handler`` default."""
-    p = Parser(prog="auditkit-ray", description="Distributed batch evaluation of language models and agents on Ray.")
+    p = Parser(prog="auditkit-ray", description="Distributed batch evaluation of language models and agents on Ray.",
+               epilog=_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"auditkit-ray {__version__}")
     p.add_argument("--verbose", action="store_true",
                    help="also show Ray's and native libraries' own log lines (anywhere on the line; by default "
@@ -84,7 +119,19 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command line; returns its exit code."""
+    """Run one command line; returns its exit code. Output that could not be written to stdout (a full disk)
+    is one line on stderr; the command's verdict stands (a failed gate stays 1), and a command that otherwise
+    succeeded exits 2: what it printed is lost."""
+    streams: list[Any] = []
+    code = _main(argv, streams)
+    failed = next((s.failed for s in streams if s.failed is not None), None)
+    if failed is not None:
+        print(output.write_failed_line(failed), file=sys.stderr)
+        code = code or EXIT_USAGE
+    return code
+
+
+def _main(argv: Sequence[str] | None, streams: list[Any]) -> int:
     parser = build_parser()
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else signal.getsignal(signal.SIGTERM)
@@ -98,8 +145,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "resident", None) is not None:
             api.prefer_resident(args.resident)
         progress = hasattr(args, "quiet") and not args.quiet
-        with (output.reader_may_leave(), output.terminal_logging(progress),
+        with (output.reader_may_leave() as out, output.terminal_logging(progress),
               output.json_stdout(bool(getattr(args, "json", False)))):
+            streams.append(out)
             return args.handler(args)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -142,6 +190,10 @@ def entrypoint() -> None:
             sys.stdout.flush()
     except BrokenPipeError:
         _quiet_stdout()
+    except OSError as exc:  # what was still buffered could not be written (a full disk)
+        _quiet_stdout()
+        print(output.write_failed_line(exc), file=sys.stderr)
+        code = code or EXIT_USAGE
     sys.stdout = sys.stderr  # what Ray prints while it shuts down at exit is not the command's output
     # The interpreter's last garbage collection walks every object the run left (Ray, Arrow, pandas,
     # metrics), a noticeable pause at the exit of each command, and nothing left needs collecting once

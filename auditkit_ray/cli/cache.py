@@ -77,20 +77,30 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 
 def add_parsers(sub: Any) -> None:
-    """Register this module's commands on the sub-command parser ``sub``."""
-    c = sub.add_parser("cache", help="generation and response caches: stats, clear")
-    c.add_argument("action", choices=["stats", "clear"])
-    c.add_argument("--store", default="results", help="result store (local directory or s3://bucket/prefix)")
-    c.add_argument("--endpoint-url", help="S3 endpoint (default: $AWS_ENDPOINT_URL)")
-    c.add_argument("--region", help="S3 region")
-    c.add_argument("--response-cache", metavar="FILE",
-                   help="the API/judge response cache (default: $AUDITKIT_RAY_API_CACHE or "
-                   "~/.cache/auditkit-ray/api-cache.sqlite)")
-    c.add_argument("--recent", type=int, default=10, help="stats: how many of the newest runs to show (10)")
-    c.add_argument("--all", action="store_true", help="clear: every entry")
-    c.add_argument("--fingerprint", metavar="PREFIX",
-                   help="clear: the generation entries of this generation or run fingerprint prefix")
-    c.add_argument("--older-than", metavar="AGE", help="clear: entries not written for AGE (7d, 12h, 30m, 2w)")
-    c.add_argument("--only", choices=["generations", "responses"], help="clear: only this cache")
-    c.add_argument("--json", action="store_true")
-    c.set_defaults(handler=cmd_cache)
+    """Register this module's commands on the sub-command parser ``sub``: ``cache stats`` and ``cache clear``,
+    each with its own options (``cache clear --help`` lists clear's)."""
+    import argparse as _argparse
+
+    where = _argparse.ArgumentParser(add_help=False)
+    where.add_argument("--store", default="results", help="result store (local directory or s3://bucket/prefix)")
+    where.add_argument("--endpoint-url", help="S3 endpoint (default: $AWS_ENDPOINT_URL)")
+    where.add_argument("--region", help="S3 region")
+    where.add_argument("--response-cache", metavar="FILE",
+                       help="the API/judge response cache (default: $AUDITKIT_RAY_API_CACHE or "
+                       "~/.cache/auditkit-ray/api-cache.sqlite)")
+    where.add_argument("--json", action="store_true", help="print JSON")
+    c = sub.add_parser("cache", help="generation and response caches: stats, clear",
+                       description="The generation cache (in the result store) and the API/judge response cache.")
+    actions = c.add_subparsers(dest="action", required=True, metavar="{stats,clear}", parser_class=type(c))
+    st = actions.add_parser("stats", parents=[where], help="sizes, entries and hit rates of both caches",
+                            description="Sizes, entries and hit rates of the generation and response caches.")
+    st.add_argument("--recent", type=int, default=10, help="how many of the newest runs to show (10)")
+    st.set_defaults(handler=cmd_cache)
+    cl = actions.add_parser("clear", parents=[where], help="remove cache entries (say which)",
+                            description="Remove cache entries: all of them, a run's, or those older than an age.")
+    cl.add_argument("--all", action="store_true", help="every entry")
+    cl.add_argument("--fingerprint", metavar="PREFIX",
+                    help="the generation entries of this generation or run fingerprint prefix")
+    cl.add_argument("--older-than", metavar="AGE", help="entries not written for AGE (7d, 12h, 30m, 2w)")
+    cl.add_argument("--only", choices=["generations", "responses"], help="only this cache")
+    cl.set_defaults(handler=cmd_cache, recent=10)

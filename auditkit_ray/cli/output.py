@@ -54,6 +54,9 @@ class _ReaderMayLeave:
     def __init__(self, stream: Any) -> None:
         self._stream = stream
         self.reader_gone = False
+        #: a write that failed for another reason (a full disk, /dev/full, an I/O error): the output is lost, and
+        #: the command says so in one line (``cli.main``) with its verdict kept
+        self.failed: OSError | None = None
 
     def write(self, text: str) -> int:
         if not self.reader_gone:
@@ -61,6 +64,8 @@ class _ReaderMayLeave:
                 return self._stream.write(text)
             except BrokenPipeError:
                 self._gone()
+            except OSError as exc:
+                self._failed(exc)
         return len(text)
 
     def flush(self) -> None:
@@ -69,6 +74,12 @@ class _ReaderMayLeave:
                 self._stream.flush()
             except BrokenPipeError:
                 self._gone()
+            except OSError as exc:
+                self._failed(exc)
+
+    def _failed(self, exc: OSError) -> None:
+        self.failed = self.failed or exc
+        self._gone()
 
     def _gone(self) -> None:
         self.reader_gone = True
@@ -102,6 +113,11 @@ def reader_may_leave() -> Iterator[_ReaderMayLeave]:
     finally:
         if sys.stdout is safe:
             sys.stdout = before
+
+
+def write_failed_line(exc: OSError) -> str:
+    """The one line a command prints when its output could not be written to stdout."""
+    return f"error: cannot write the output to stdout ({exc.strerror or exc}); what it printed is lost"
 
 
 def emit(text: str) -> None:
@@ -214,7 +230,8 @@ class SweepStatus:
                       file=self._out(), flush=True)
             return
         if e == "cell_started":
-            text = f"loading (attempt {event['attempt']})" if event["attempt"] > 1 else "loading"
+            text = api.cell_start_status(event)
+            text += f" (attempt {event['attempt']})" if event["attempt"] > 1 else ""
             self.last.pop(cell, None)  # a new attempt's first shard is shown too
         elif e == "shard_done":
             text = api.shard_status(event)

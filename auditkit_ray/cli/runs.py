@@ -18,11 +18,14 @@ def _print_runs(rows: list[dict[str, Any]], as_json: bool) -> None:
     if not rows:
         print("no runs")
         return
-    print(f"{'fingerprint':<12}  {'created':<25}  {'name':<30}  model  dataset  metrics")
+    table = [("fingerprint", "created", "name", "model", "dataset", "metrics")]
     for r in rows:
         metrics = "  ".join(f"{k}={v['mean']:.4f}" for k, v in r["metrics"].items() if v["mean"] is not None)
-        print(f"{r['fingerprint'][:12]}  {r['created_at'] or '-':<25}  {r['name']:<30}  {r['model'] or '-'}  "
-              f"{r['dataset'] or '-'}  {metrics}")
+        table.append((r["fingerprint"][:12], r["created_at"] or "-", r["name"] or "-", r["model"] or "-",
+                      r["dataset"] or "-", metrics))
+    widths = [max(len(str(row[i])) for row in table) for i in range(5)]  # columns padded to their widest cell
+    for row in table:
+        print("  ".join([f"{c:<{w}}" for c, w in zip(row, widths)] + [row[5]]).rstrip())
 
 
 def _print_run(row: dict[str, Any]) -> None:

@@ -33,7 +33,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                                      for c in result.skipped],
                          "cells": result.cells, "runs": [json.loads(r.to_json()) for r in result.runs]}, indent=2))
         return code
-    print(f"sweep {result.name}: {len(result.runs)} runs, manifest {result.manifest_uri}")
+    print(sweep_header(result))
     if len(result.runs) > 1:
         print(api.leaderboard(result.runs, failed_cells=result.cells).format(pairwise=args.pairwise))
     else:
@@ -57,6 +57,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         Path(args.report).write_text(api.render_report(report, "html"), encoding="utf-8")
         print(f"HTML report: {Path(args.report).resolve()}")
     return code
+
+
+def sweep_header(result: Any) -> str:
+    """``sweep ovn: 4 cells, 4 runs: 2 done, 2 failed; manifest URI``: the cells and runs the sweep has, and
+    how many of them ended how (not only those that finished)."""
+    cells = result.cells
+    states = [c["state"] for c in cells]
+    parts = [f"{states.count(s)} {s}" for s in ("done", "failed", "skipped") if states.count(s)]
+    parts += [f"{n} {s}" for s in sorted(set(states) - {"done", "failed", "skipped"}) if (n := states.count(s))]
+    n_runs = sum(len(c["runs"]) for c in cells)
+    return (f"sweep {result.name}: {len(cells)} cell{'s' if len(cells) != 1 else ''}, {n_runs} "
+            f"run{'s' if n_runs != 1 else ''}: {', '.join(parts) or 'none done'}; manifest {result.manifest_uri}")
 
 
 def add_parsers(sub: Any) -> None:

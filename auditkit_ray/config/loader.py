@@ -8,7 +8,9 @@ line. ``${VAR}`` and ``${VAR:-default}`` are expanded in backend settings
 
 from __future__ import annotations
 
+import copy
 import os
+import re
 from typing import Any
 
 from pydantic import ValidationError
@@ -47,6 +49,51 @@ def parse_overrides(items: list[str] | None) -> list[tuple[str, Any]]:
     return out
 
 
+_STEP = re.compile(r"^([^\[\]]+)((?:\[\d+\])*)$")
+
+
+def apply_override(data: dict, key: str, value: Any) -> None:
+    """``--set KEY=VALUE`` on a document: ``KEY`` a dotted path whose parts may index a list
+    (``metrics[0].name``); an index must name an item the list has, and a metric written as a name alone
+    (``- exact_match``) becomes a mapping when a field of it is set."""
+    steps: list[Any] = []
+    for part in key.split("."):
+        m = _STEP.match(part)
+        if m is None:
+            raise ConfigError(f"--set {key}: {part!r} is not a field name or NAME[INDEX]")
+        steps.append(m.group(1))
+        steps += [int(i) for i in re.findall(r"\d+", m.group(2))]
+    cur: Any = data
+    for i, step in enumerate(steps):
+        last = i == len(steps) - 1
+        if isinstance(step, int):
+            if not isinstance(cur, list):
+                raise ConfigError(f"--set {key}: {_shown(steps[:i])} is not a list, so it has no item [{step}]")
+            if step >= len(cur):
+                raise ConfigError(f"--set {key}: index {step} is out of range ({_shown(steps[:i])} has "
+                                  f"{len(cur)} item{'s' if len(cur) != 1 else ''}: [0] to [{len(cur) - 1}])"
+                                  if cur else f"--set {key}: index {step} is out of range ({_shown(steps[:i])} is "
+                                  "empty)")
+            if last:
+                cur[step] = copy.deepcopy(value)
+                return
+            if isinstance(cur[step], str) and steps[0] == "metrics":  # '- exact_match' is {name: exact_match}
+                cur[step] = {"name": cur[step]}
+        else:
+            if not isinstance(cur, dict):
+                raise ConfigError(f"--set {key}: {_shown(steps[:i])} is {cur!r}, not a mapping with fields")
+            if last:
+                cur[step] = copy.deepcopy(value)
+                return
+            if not isinstance(cur.get(step), (dict, list)):
+                cur[step] = {}
+        cur = cur[step]
+
+
+def _shown(steps: list[Any]) -> str:
+    return "".join(f"[{s}]" if isinstance(s, int) else (f".{s}" if k else s) for k, s in enumerate(steps))
+
+
 class _OverriddenLines:
     """Lines of a file for fields given on the command line: those are named by their ``--set``."""
 
@@ -62,8 +109,6 @@ class _OverriddenLines:
 
 def load_run_spec(path: str | os.PathLike, overrides: list[tuple[str, Any]] | None = None) -> RunSpec:
     """A run file, with ``overrides`` (``parse_overrides``) applied as if the file held them."""
-    from .sweep import set_path
-
     data, lines = read_document(path)
     if is_sweep(data):
         raise ConfigError(f"{path}: this is a sweep file (it has 'base'); use `auditkit-ray sweep`")
@@ -71,7 +116,7 @@ def load_run_spec(path: str | os.PathLike, overrides: list[tuple[str, Any]] | No
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: a run file must be a mapping, got {type(data).__name__}")
         for key, value in overrides:
-            set_path(data, key, value)
+            apply_override(data, key, value)
         lines = _OverriddenLines(lines, [k for k, _ in overrides])
         path_label = f"{path} (with --set {', '.join(k for k, _ in overrides)})"
     else:

@@ -291,6 +291,11 @@ class StoreSpec(Strict):
     path: str = Field("results", description="result store root: a local directory or s3://bucket/prefix")
     endpoint_url: str | None = Field(None, description="S3-compatible endpoint (default: AWS_ENDPOINT_URL)")
     region: str | None = Field(None, description="S3 region (default: AWS_DEFAULT_REGION)")
+    connect_timeout_s: float = Field(5.0, gt=0, le=600, description="s3://: seconds to wait for the endpoint to "
+                                     "accept a connection; a run checks its store first and fails after one such "
+                                     "wait when nothing answers")
+    retries: int = Field(4, ge=0, le=20, description="s3://: retries of a request that could not connect or was "
+                         "throttled (boto3's standard mode), once the store has answered")
 
 
 class TrackingSpec(Strict):

@@ -45,29 +45,56 @@ def _label(value: Any) -> str:
 
 
 class _GridLines:
-    """Lines of a sweep file for its expanded runs: a field a grid key sets is reported at that grid key's
-    line (where the typo is), not at the base section it lands in."""
+    """Lines of a sweep file for its expanded runs: a field a grid key sets is reported at the line of that
+    grid value (where the mistake is), a field an entry of ``runs`` sets at that entry's key, not at the base
+    section they land in."""
 
     def __init__(self, lines: Any, keys: list[str]) -> None:
         self.lines = lines
         self.keys = {tuple(k.split(".")): k for k in keys}
+        self.combo: tuple[int, ...] = ()  # the index of each grid key's value in the run being validated
+        self.run: int | None = None  # its entry of runs
+        self.override: dict = {}
 
     def line(self, loc: tuple) -> int | None:
+        where = self._where(loc)
+        return self.lines.line(where if where is not None else loc)
+
+    def shown(self, loc: tuple) -> str | None:
+        """The field path as the sweep file holds it (``grid.generation.temperature[2]``,
+        ``runs[1].generation.max_new_tokens``); None where the base holds it."""
+        from ..core.envvars import fmt_loc
+
+        where = self._where(loc)
+        if where is None:
+            return None
+        if where[0] == "grid":
+            return f"grid.{where[1]}" + (f"[{where[2]}]" if len(where) > 2 else "")
+        return fmt_loc(where)
+
+    def _where(self, loc: tuple) -> tuple | None:
         path = tuple(str(x) for x in loc[1:]) if loc[:1] == ("base",) else ()
-        for parts, key in self.keys.items():
+        for k, (parts, key) in enumerate(self.keys.items()):
             if path[: len(parts)] == parts:
-                return self.lines.line(("grid", key))
-        return self.lines.line(loc)
+                return ("grid", key, self.combo[k]) if k < len(self.combo) else ("grid", key)
+        if path and self.run is not None:
+            for key in self.override:
+                parts = tuple(key.split("."))
+                if path[: len(parts)] == parts:  # a key of the entry, dotted or not ('generation.max_new_tokens')
+                    return ("runs", self.run, key, *path[len(parts):])
+        return None
 
 
 def expand(sweep: SweepSpec, source: str = "<sweep>", lines: Any = None) -> list[RunSpec]:
     keys = list(sweep.grid)
     lines = _GridLines(lines or Lines(None), keys)
-    combos = list(itertools.product(*(sweep.grid[k] for k in keys))) or [()]
+    combos = list(itertools.product(*(range(len(sweep.grid[k])) for k in keys))) or [()]
     explicit = sweep.runs or [{}]
     runs: list[RunSpec] = []
-    for override in explicit:
-        for combo in combos:
+    for i, override in enumerate(explicit):
+        for at in combos:
+            combo = tuple(sweep.grid[k][j] for k, j in zip(keys, at))
+            lines.combo, lines.run, lines.override = at, (i if sweep.runs else None), override
             data = deep_merge(sweep.base, override)
             for k, v in zip(keys, combo):
                 set_path(data, k, v)

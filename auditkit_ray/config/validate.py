@@ -73,7 +73,8 @@ def validation_message(exc: ValidationError, source: str, lines: Lines, prefix: 
         inp = err.get("input")
         if err["type"] not in ("missing", "extra_forbidden") and isinstance(inp, (str, int, float, bool)):
             msg += f" (got {inp!r})"
-        msgs.append(f"{where}: {fmt_loc(full)}: {msg}")
+        shown = getattr(lines, "shown", None)  # a sweep's lines name a grid value or a runs entry as the file does
+        msgs.append(f"{where}: {(shown(full) if shown else None) or fmt_loc(full)}: {msg}")
     more = len(exc.errors()) - 5
     if more > 0:
         msgs.append(f"... and {more} more")
@@ -95,26 +96,36 @@ def _fields_at(loc: tuple, root: type) -> list[str]:
 
     from ..core.backends import backend_settings
 
-    model: Any = root
+    def tag_of(m: Any) -> Any:
+        field = m.model_fields.get("type")
+        args = typing.get_args(field.annotation) if field is not None else ()
+        return args[0] if len(args) == 1 else None
+
+    models: list[Any] = [root]  # the models that may stand at this point (a union's members)
     for part in loc:
         if isinstance(part, int):
             continue
-        field = model.model_fields.get(part) if isinstance(model, type) and issubclass(model, BaseModel) else None
-        if field is None:  # a union tag: a backend's settings, or a union member named by its tag
+        field = next((m.model_fields[part] for m in models if part in m.model_fields), None)
+        if field is None:  # a union tag: the member named by it (an annotator's type), or a backend's settings
+            tagged = [m for m in models if tag_of(m) == part]
+            if tagged:
+                models = tagged
+                continue
             try:
-                model = backend_settings(part)
+                models = [backend_settings(part)]
                 continue
             except Exception:  # noqa: BLE001 - not a backend tag: no suggestion
                 return []
-        model = None
-        todo = [field.annotation]
+        models, todo = [], [field.annotation]
         while todo:
             t = todo.pop()
             if isinstance(t, type) and issubclass(t, BaseModel):
-                model = t
-                break
-            todo.extend(typing.get_args(t))
-    return list(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else []
+                models.append(t)
+            else:
+                todo.extend(typing.get_args(t))
+    if len(models) != 1:
+        return []
+    return [f.alias or name for name, f in models[0].model_fields.items()]  # as a file writes them ('as')
 
 
 #: tags pydantic puts in an error's path besides the backend types

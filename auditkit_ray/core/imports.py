@@ -59,3 +59,21 @@ def import_user_module(module_name: str, what: str = "module") -> ModuleType:
         return importlib.import_module(module_name)
     except ImportError as exc:
         raise ConfigError(f"{what}: cannot import {module_name!r} ({exc})") from None
+    except Exception as exc:  # noqa: BLE001 - the module's own code failed (a class it defines is refused, a bug)
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise ConfigError(f"{what}: importing {module_name!r} failed{_where(exc, spec.origin)}: "
+                          f"{type(exc).__name__}: {first}") from None
+
+
+def _where(exc: BaseException, origin: str | None) -> str:
+    """`` at FILE:LINE`` of the user's module where ``exc`` arose (its last frame there), or empty."""
+    if isinstance(exc, SyntaxError) and exc.filename and exc.lineno:
+        return f" at {exc.filename}:{exc.lineno}"
+    if not origin:
+        return ""
+    tb, line = exc.__traceback__, None
+    while tb is not None:
+        if os.path.abspath(tb.tb_frame.f_code.co_filename) == os.path.abspath(origin):
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return f" at {origin}:{line}" if line else ""

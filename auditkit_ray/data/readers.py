@@ -213,8 +213,10 @@ STRUCTURED_FIELDS = (
 )
 
 
-def load_samples(spec: Any) -> tuple[list[Sample], list[dict]]:
-    """Samples and their raw records (the prompt template reads the records)."""
+def load_samples(spec: Any, locations: dict[str, str] | None = None) -> tuple[list[Sample], list[dict]]:
+    """Samples and their raw records (the prompt template reads the records); ``locations``: filled with
+    each sample's place in the dataset (``file:line``), for errors found later (a prompt that cannot be
+    built)."""
     records = dataset_records(spec)
     if spec.limit:
         records = records[: spec.limit]
@@ -234,6 +236,8 @@ def load_samples(spec: Any) -> tuple[list[Sample], list[dict]]:
         elif rid in seen:
             raise DataError(f"{where}: duplicate sample id {rid!r} (first at {seen[rid]})")
         seen[rid] = where
+        if locations is not None:
+            locations[rid] = where
         samples.append(sample_of(spec, where, rec, rid))
         raws.append(rec)
     return samples, raws

@@ -75,6 +75,20 @@ def _check_model(model: str | os.PathLike) -> Path:
     return p.resolve()
 
 
+class _Laps:
+    """The invocation's time, handed out result by result: each lap is the time since the last, so the first
+    result made carries the start-up before it (imports, the tasks' and the model's loading) and the walls of
+    an invocation's results add up to its own."""
+
+    def __init__(self) -> None:
+        self.last = time.perf_counter()
+
+    def lap(self) -> float:
+        now = time.perf_counter()
+        out, self.last = now - self.last, now
+        return out
+
+
 def default_data_dir() -> Path:
     root = os.environ.get("AUDITKIT_RAY_CACHE") or str(Path.home() / ".cache" / "auditkit-ray")
     return Path(root) / "lmeval"
@@ -153,6 +167,7 @@ def run_lmeval(
     ``generation_actors``, ``execution`` (more ExecutionSpec fields) and
     ``address`` configure the pipeline; ``data_dir`` is where it writes the
     task's docs as JSONL (default ``~/.cache/auditkit-ray/lmeval``)."""
+    laps = _Laps()
     import_lm_eval()  # first: without the extra, this is the one error
     if engine not in ENGINES:
         raise ConfigError(f"lmeval: engine {engine!r} is not one of {', '.join(ENGINES)}")
@@ -167,7 +182,7 @@ def run_lmeval(
     loaded = load_tasks(names, opts)
     st = open_store(store)
     common = dict(path=path, seeds=seeds, opts=opts, limit=limit, dtype=dtype, trust_remote_code=trust_remote_code,
-                  store=st, store_path=store, bootstrap_iters=bootstrap_iters, index=index)
+                  store=st, store_path=store, bootstrap_iters=bootstrap_iters, index=index, laps=laps)
     if engine == "lm_eval":
         return _run_direct(loaded, batch_size=batch_size or 1, device=device or "cpu", **common)
     if device not in (None, "auto", "cpu", "cuda"):
@@ -224,7 +239,7 @@ def _make_lm(path: Path, dtype: str, batch_size: int, device: str, trust_remote_
 def _run_direct(loaded: Any, *, path: Path, seeds: tuple, opts: TaskOptions, limit: Any, dtype: str,
                 trust_remote_code: bool,
                 store: Any, store_path: str, bootstrap_iters: int, index: bool, batch_size: int,
-                device: str) -> list[RunResult]:
+                device: str, laps: _Laps) -> list[RunResult]:
     import lm_eval
 
     from ..pipeline.identity import model_identity
@@ -244,7 +259,7 @@ def _run_direct(loaded: Any, *, path: Path, seeds: tuple, opts: TaskOptions, lim
                           "bootstrap_iters": bootstrap_iters})
         hit = _cached(store, fp)
         if hit is not None:
-            results[tname] = hit
+            results[tname] = hit.model_copy(update={"perf": hit.perf.reused(laps.lap())})
         else:
             todo.append((tname, task, ident, fp))
     if todo:
@@ -256,8 +271,9 @@ def _run_direct(loaded: Any, *, path: Path, seeds: tuple, opts: TaskOptions, lim
                     model=lm, tasks=[task], num_fewshot=opts.num_fewshot, limit=limit, log_samples=True,
                     bootstrap_iters=bootstrap_iters, random_seed=seeds[0], numpy_random_seed=seeds[1],
                     torch_random_seed=seeds[2], fewshot_random_seed=seeds[3], task_manager=loaded.manager)
-            wall = time.perf_counter() - t0
-            result = _direct_result(out, task, tname, ident, fp, wall=wall, mspec=mspec, mident=mident,
+            evaluated = time.perf_counter() - t0
+            result = _direct_result(out, task, tname, ident, fp, wall=laps.lap(), evaluated_s=evaluated, mspec=mspec,
+                                    mident=mident,
                                     lm_version=lm_version,
                                     seeds=seeds, opts=opts, limit=limit, bootstrap_iters=bootstrap_iters, store=store,
                                     store_path=store_path, device=device)
@@ -266,7 +282,8 @@ def _run_direct(loaded: Any, *, path: Path, seeds: tuple, opts: TaskOptions, lim
     return [results[t] for t in loaded.tasks]
 
 
-def _direct_result(out: dict, task: Any, tname: str, ident: dict, fp: str, *, wall: float, mspec: Any, mident: dict,
+def _direct_result(out: dict, task: Any, tname: str, ident: dict, fp: str, *, wall: float, evaluated_s: float,
+                   mspec: Any, mident: dict,
                    lm_version: str, seeds: tuple, opts: TaskOptions, limit: Any, bootstrap_iters: int, store: Any,
                    store_path: str, device: str) -> RunResult:
     from ..actors import tables
@@ -333,8 +350,9 @@ def _direct_result(out: dict, task: Any, tname: str, ident: dict, fp: str, *, wa
         run_id=fp[:16], name=config["name"], fingerprint=fp,
         dataset_fingerprint=dataset_fingerprint(ident, limit, seeds),
         package_version=__version__, seed=seeds[0], config=redact(config), metrics=metrics,
-        perf=Perf(wall_s=wall, generation_s=wall, samples=len(items), generated=len(items),
-                  throughput_samples_per_s=len(items) / wall if wall else None),
+        # a sample is a document, as the metrics' n counts (a multiple-choice one makes a request per choice)
+        perf=Perf(wall_s=wall, generation_s=evaluated_s, samples=n_docs, generated=n_docs,
+                  throughput_samples_per_s=n_docs / wall if wall else None),
         samples_path=store.uri(layout.shards_dir), backend={**redact(mident), "engine": "lm_eval"},
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), metadata=metadata,
     )
@@ -442,7 +460,7 @@ def _run_pipeline(loaded: Any, *, path: Path, seeds: tuple, opts: TaskOptions, l
                   trust_remote_code: bool,
                   store: Any, store_path: str, bootstrap_iters: int, index: bool, batch_size: int, device: str,
                   address: str | None, shard_size: int, generation_actors: int, execution: dict, data_dir: Path,
-                  progress: bool) -> list[RunResult]:
+                  progress: bool, laps: _Laps) -> list[RunResult]:
     from ..config.loader import run_spec_from_dict
     from ..pipeline.driver import evaluate_specs
     from ..pipeline.identity import run_fingerprint
@@ -475,7 +493,7 @@ def _run_pipeline(loaded: Any, *, path: Path, seeds: tuple, opts: TaskOptions, l
         }, f"<lm-eval task {tname}>")
         hit = _cached(store, run_fingerprint(spec), spec.shard_size)
         if hit is not None:
-            results[tname] = hit
+            results[tname] = hit.model_copy(update={"perf": hit.perf.reused(laps.lap())})
         else:
             todo.append((tname, task, ident, spec, how))
     if todo:

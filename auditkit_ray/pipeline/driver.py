@@ -229,12 +229,15 @@ def _drain(ds: Any, plans: list[Plan], stats: dict[str, dict[str, Any]], name: s
     the error a user reads (an abort's own reason first)."""
     from ..actors.shard import read_outcome
 
-    bar = ShardProgress(name, sum(p.n_shards for p in plans), sum(len(p.done) for p in plans), progress, progress_log)
+    replays = plans[0].spec.model.replays_generations()  # its outputs are read, not generated: re-scored
+    bar = ShardProgress(name, sum(p.n_shards for p in plans), sum(len(p.done) for p in plans), progress, progress_log,
+                        rescoring=sum(len(p.pending) if replays else len(p.pending) - len(p.needs_generation)
+                                      for p in plans))
     try:
         with _progress_shown(progress):
             for row in ds.iter_rows():
                 out = read_outcome(row["payload"])
-                bar.update(out.n, out.generation_s)
+                bar.update(out.n, out.generation_s, out.generated and not replays)
                 if on_shard is not None:
                     on_shard(out)
                 st = stats[out.run]
@@ -317,7 +320,8 @@ def finish(plan: Plan, stats: dict[str, Any], wall_s: float, parent_run_id: str 
     if missing:
         raise RunError(f"run {plan.spec.name!r}: shards {missing[:10]} were not written; run again to resume")
     result = merge(plan, store, wall_s=wall_s, generated=stats["generated"], generation_s=stats["generation_s"],
-                   new_tokens=stats["new_tokens"], model_size=stats.get("model_size"), tallies=stats.get("tallies"))
+                   new_tokens=stats["new_tokens"], model_size=stats.get("model_size"), tallies=stats.get("tallies"),
+                   reused=plan.done)
     track(plan, result, parent_run_id=parent_run_id)
     store.replace(plan.layout.result, result.to_json().encode("utf-8"))
     if plan.spec.tracking.index:
@@ -383,8 +387,9 @@ def start_generation(specs: list[RunSpec], address: str | None, pins: dict[tuple
 
 
 def stored_or_finish(plan: Plan, stats: dict[str, Any], wall_s: float, parent_run_id: str | None = None) -> Any:
-    """A run with nothing left to do returns its stored RunResult as it was
-    (its perf figures describe the run that did the work); otherwise merge."""
+    """A run with nothing left to do returns its stored RunResult (stored as it was), its perf this
+    invocation's: its wall time, nothing generated, every sample stored. A stored result of the same
+    configuration cut in other shards (another ``execution.shard_size``) is merged again from this one's."""
     from ..core.result import RunResult
 
     if not stats["generated"] and not plan.shard_payloads_built and plan.store.exists(plan.layout.result):
@@ -393,11 +398,11 @@ def stored_or_finish(plan: Plan, stats: dict[str, Any], wall_s: float, parent_ru
                                          plan.store.uri(plan.layout.result))
         except AuditKitError:
             stored = None  # unreadable: merge again
-        if stored is not None:
+        if stored is not None and stored.samples_path == plan.store.uri(plan.layout.shards_dir):
             if stored.name != plan.spec.name:  # the same configuration under a new name (e.g. a sweep cell): relabel
                 stored = stored.model_copy(update={"name": plan.spec.name})
                 plan.store.replace(plan.layout.result, stored.to_json().encode("utf-8"))
-            return stored
+            return stored.model_copy(update={"perf": stored.perf.reused(wall_s)})
     return finish(plan, stats, wall_s, parent_run_id=parent_run_id)
 
 

@@ -55,7 +55,24 @@ def hash_path(path: str | os.PathLike, patterns: tuple[str, ...] = ("*",)) -> st
     return digest
 
 
+def local_checkpoint_identity(path: str | os.PathLike) -> dict[str, Any]:
+    """A local checkpoint directory as its content: its files' hash and its provenance record, never the
+    path it was named by (``models/x`` from its folder and ``../models/x`` from another are one model)."""
+    ident: dict[str, Any] = {
+        "checkpoint_hash": hash_path(path, ("*.json", "*.safetensors", "*.bin", "*.model", "*.txt"))}
+    prov = Path(path) / "provenance.json"
+    if prov.is_file():
+        try:
+            ident["provenance"] = json.loads(prov.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            ident["provenance"] = {"unreadable": True}
+    return ident
+
+
 def model_identity(spec: RunSpec) -> dict[str, Any]:
+    """The model as the fingerprints see it: the backend, its settings that change outputs, and what the
+    checkpoint or stored outputs hold (a content hash, a pinned commit, an ETag manifest), never where
+    they were named from: the one function that says which loaded models are the same."""
     from ..sources import pinned
 
     m = spec.model
@@ -68,15 +85,11 @@ def model_identity(spec: RunSpec) -> dict[str, Any]:
         ident.update(source.identity)
     elif source.source == "hub":
         ident.update(source.identity)
-    elif path:  # a local checkpoint directory: its files' content
-        ident["checkpoint_hash"] = hash_path(path, ("*.json", "*.safetensors", "*.bin", "*.model", "*.txt"))
-        prov = Path(path) / "provenance.json"
-        if prov.is_file():
-            try:
-                ident["provenance"] = json.loads(prov.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                ident["provenance"] = {"unreadable": True}
-    elif stored:
+    elif path:  # a local checkpoint directory: its files' content, whatever the path is relative to
+        ident["settings"].pop("path", None)
+        ident.update(local_checkpoint_identity(path))
+    elif stored:  # stored outputs replayed: their content likewise
+        ident["settings"].pop("path", None)
         ident["outputs_hash"] = hash_path(stored)
     return ident
 
@@ -235,6 +248,21 @@ def _retrieval_identity(spec: RunSpec) -> dict[str, Any] | None:
     return out
 
 
+def _prompt_identity(spec: RunSpec) -> dict[str, Any]:
+    """The prompt settings, a few-shot examples file as its content (as the dataset is), not its path."""
+    out = spec.prompt.model_dump(mode="json")
+    fs = spec.prompt.few_shot
+    if fs is not None and fs.path:
+        if fs.path.startswith("s3://"):
+            from ..data.location import locate
+
+            content = locate(fs.path, spec.dataset.endpoint_url, spec.dataset.region).content_hash()
+        else:
+            content = hash_path(fs.path)
+        out["few_shot"] = {**out["few_shot"], "path": None, "content_hash": content}
+    return out
+
+
 #: generation settings that enter the identity only when set, so runs that never set them keep their fingerprints
 _ONLY_WHEN_SET = {"ignore_eos": False, "max_new_tokens_field": None}
 
@@ -252,7 +280,7 @@ def generation_payload(spec: RunSpec, repeat: int = 0) -> dict[str, Any]:
         "kind": "generation",
         "package_version": __version__,
         "model": model_identity(spec),
-        "prompt": spec.prompt.model_dump(mode="json"),
+        "prompt": _prompt_identity(spec),
         "retrieval": _retrieval_identity(spec),
         "generation": _generation_identity(spec),
         "dataset": model_view_identity(spec),
@@ -285,6 +313,9 @@ def dataset_fingerprint(spec: RunSpec) -> str:
 
 
 def redacted_config(spec: RunSpec) -> dict[str, Any]:
+    """The configuration a result records: secrets redacted, and its local inputs by the absolute paths they
+    resolved to, so that a stored run read from another folder (``rescore``) finds them."""
+    from ..config.paths import absolute_inputs
     from ..core.secrets import redact
 
-    return redact(spec.model_dump(mode="json", by_alias=True))
+    return redact(absolute_inputs(spec.model_dump(mode="json", by_alias=True)))

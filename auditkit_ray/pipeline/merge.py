@@ -57,11 +57,14 @@ def tally_stored(store: ResultStore, plan: Plan, shards: list[int], metrics: lis
 
 @gc_paused()
 def merge(plan: Plan, store: ResultStore, *, wall_s: float, generated: int, generation_s: float, new_tokens: int,
-          model_size: int | None = None, tallies: dict[int, ShardTally] | None = None) -> RunResult:
+          model_size: int | None = None, tallies: dict[int, ShardTally] | None = None,
+          reused: Iterable[int] = ()) -> RunResult:
     """The run's RunResult from its shards' tallies: those the scoring actors
     sent (``tallies``), the rest read from the store. What names the run
     (fingerprints, model and dataset identity, config) is the plan's
-    (``Plan.identity``), worked out when it was planned."""
+    (``Plan.identity``), worked out when it was planned. ``reused``: the shards
+    whose rows were stored before this invocation (its perf counts them as
+    ``stored``; the rest it generated or re-scored)."""
     spec, ident = plan.spec, plan.identity
     metric_objs = run_metrics(spec)
     tallies = dict(tallies or {})
@@ -98,12 +101,17 @@ def merge(plan: Plan, store: ResultStore, *, wall_s: float, generated: int, gene
     errors = [SampleError(sample_id=sid, stage=stage, message=msg) for sid, stage, msg in total.errors]
     tokens = TokenUsage(prompt=total.prompt_tokens, completion=total.completion_tokens, source=total.token_source)
     latencies, scopes = total.latencies, total.scopes
+    stored = sum(tallies[i].n_rows for i in set(reused) if i in tallies)
+    if spec.model.replays_generations():  # its outputs were read, not generated: scored again
+        generated, generation_s, new_tokens = 0, 0.0, 0
 
     perf = Perf(
         wall_s=wall_s,
         generation_s=generation_s or None,
         samples=total.n_rows,
         generated=generated,
+        rescored=max(0, total.n_rows - stored - generated),
+        stored=stored,
         throughput_samples_per_s=(generated / wall_s) if generated and wall_s else None,
         tokens_per_s=(new_tokens / wall_s) if new_tokens and wall_s else None,
         latency_p50_s=_percentile(latencies, 0.50),

@@ -156,11 +156,27 @@ def pin_model(spec: RunSpec, pins: dict[tuple, str] | None = None) -> RunSpec:
 
 def preflight(spec: RunSpec) -> None:
     """Checks that are cheap on the driver and expensive to discover in an actor."""
+    check_store(spec)
     check_data_root(spec)
     check_checkpoint(spec)
     stored = spec.model.stored_inputs()
     if stored and not Path(stored).exists():
         raise ConfigError(f"model.path {stored!r}: no such file or directory of stored generations")
+
+
+#: stores checked by this process (a sweep's runs share one: it is asked once)
+_CHECKED_STORES: set[tuple] = set()
+
+
+def check_store(spec: RunSpec) -> None:
+    """The run's result store can be used (``ResultStore.check``), before any work: a store path that is a file
+    or an S3 endpoint that does not answer fails in seconds, not after Ray's start and the model's load."""
+    from ..store.base import open_store
+
+    key = tuple(spec.store.model_dump(mode="json").items())
+    if key not in _CHECKED_STORES:
+        open_store(spec.store).check()
+        _CHECKED_STORES.add(key)
 
 
 def check_checkpoint(spec: RunSpec) -> None:
@@ -276,7 +292,8 @@ def build_plan(spec: RunSpec, store: ResultStore, *, in_tasks: bool = False, add
         if got is not None:
             return planned(*got)
 
-    samples, raws, pool = read_samples(spec)
+    where: dict[str, str] = {}
+    samples, raws, pool = read_samples(spec, where)
     adapter = PromptAdapter(spec.prompt, spec.dataset, spec.seed, pool)
     n_shards = math.ceil(len(samples) / size)
     agent_meta = agent_metadata_fn(spec)
@@ -284,7 +301,8 @@ def build_plan(spec: RunSpec, store: ResultStore, *, in_tasks: bool = False, add
     # Build every prompt now (fails fast on a bad sample), keep payloads of pending shards.
     for i in range(n_shards):
         lo, hi = i * size, (i + 1) * size
-        row = shard_row(spec, adapter, agent_meta, i, list(zip(samples[lo:hi], raws[lo:hi])), keep=not stored(i))
+        row = shard_row(spec, adapter, agent_meta, i, list(zip(samples[lo:hi], raws[lo:hi])), keep=not stored(i),
+                        locations=where)
         if row is not None:
             payloads[i] = row
     return planned(len(samples), payloads, [])
@@ -321,10 +339,11 @@ def mark_interrupted(plans: list[Plan]) -> None:
             continue
 
 
-def read_samples(spec: RunSpec) -> tuple[list[Sample], list[dict], list[tuple[str, dict]]]:
+def read_samples(spec: RunSpec, locations: dict[str, str] | None = None
+                 ) -> tuple[list[Sample], list[dict], list[tuple[str, dict]]]:
     """The run's samples and raw records, the probe pack applied when the run has one, and the few-shot
-    pool (drawn from the samples as read, never from probes)."""
-    samples, raws = load_samples(spec.dataset)
+    pool (drawn from the samples as read, never from probes); ``locations``: each sample's ``file:line``."""
+    samples, raws = load_samples(spec.dataset, locations)
     pool = _few_shot_pool(spec, samples, raws)
     if spec.probes is not None:
         from ..probes.pack import apply_probes
@@ -337,13 +356,14 @@ def check_dataset(spec: RunSpec) -> int:
     """Read the run's dataset and build every prompt, as planning does, without a store or Ray: the
     number of samples, or the error a run would stop with (a missing, empty or truncated file, a
     duplicate id, invalid UTF-8, a sample without a field its prompt needs)."""
-    samples, raws, pool = read_samples(spec)
+    where: dict[str, str] = {}
+    samples, raws, pool = read_samples(spec, where)
     adapter = PromptAdapter(spec.prompt, spec.dataset, spec.seed, pool)
     agent_meta = agent_metadata_fn(spec)
     size = max(1, spec.execution.shard_size or 64)
     for i in range(math.ceil(len(samples) / size)):
         lo, hi = i * size, (i + 1) * size
-        shard_row(spec, adapter, agent_meta, i, list(zip(samples[lo:hi], raws[lo:hi])), keep=False)
+        shard_row(spec, adapter, agent_meta, i, list(zip(samples[lo:hi], raws[lo:hi])), keep=False, locations=where)
     return len(samples)
 
 

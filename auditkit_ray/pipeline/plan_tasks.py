@@ -89,10 +89,12 @@ def plan_part(spec_json: str, source: tuple, first_shard: int, end_shard: int, d
         adapter = PromptAdapter(spec.prompt, d, spec.seed, [])
         meta = agent_metadata_fn(spec)
         skip = set(done)
+        where = dict(zip(out["ids"], out["where"]))
         try:
             for i in range(first_shard, end_shard):
                 lo = (i - first_shard) * size
-                row = shard_row(spec, adapter, meta, i, pairs[lo : lo + size], keep=i not in skip)
+                row = shard_row(spec, adapter, meta, i, pairs[lo : lo + size], keep=i not in skip,
+                                locations=where)
                 if row is not None:
                     out["rows"][i] = row
         except AuditKitError as exc:

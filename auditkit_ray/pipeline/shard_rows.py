@@ -103,16 +103,24 @@ def sample_max_new_tokens(spec: RunSpec, sample: Sample, raw: dict) -> int:
 
 
 def shard_row(spec: RunSpec, adapter: PromptAdapter, agent_meta: Any, shard: int,
-              pairs: list[tuple[Sample, dict]], keep: bool = True) -> dict[str, bytes] | None:
+              pairs: list[tuple[Sample, dict]], keep: bool = True,
+              locations: dict[str, str] | None = None) -> dict[str, bytes] | None:
     """One shard's row for the pipeline (``payload`` and ``samples``,
-    packed: ``actors.shard``); builds every prompt, so a bad sample fails here.
+    packed: ``actors.shard``); builds every prompt, so a bad sample fails here,
+    named with its place in the dataset (``locations``: sample id -> ``file:line``).
     ``keep=False`` (a shard already stored): check only, no row. The row
     does not name its run (``Plan.row`` adds it), so runs that read the
     same dataset the same way share their rows (``plan.rows_key``)."""
     items: list[dict[str, Any]] = []
     item_samples: list[Sample] = []
     for sample, raw in pairs:
-        prompt = check_rag_template(spec, sample, raw) if spec.retrieval else adapter.build(sample, raw)
+        try:
+            prompt = check_rag_template(spec, sample, raw) if spec.retrieval else adapter.build(sample, raw)
+        except DataError as exc:
+            where = (locations or {}).get(sample.id)
+            if where is None:
+                raise
+            raise DataError(f"{where}: {exc}") from None
         check_images(spec, sample, prompt)
         base = {
             "sample_id": sample.id,

@@ -160,10 +160,10 @@ def plan_sweep(sweep: SweepSpec, source: str = "<sweep>", lines: Any = None, *, 
     out = list(cells.values())
     labels = [c.label for c in out]
     for i, c in enumerate(out):
-        if labels.count(c.label) == 1:
-            c.name = c.label
-        elif len(c.plans) == 1:  # models told apart by settings other than their path: the run's own name
+        if len(c.plans) == 1:  # the run's own name, as the leaderboard and the reports name it
             c.name = c.plans[0].spec.name
+        elif labels.count(c.label) == 1:  # a model's several runs (datasets, metrics): the model
+            c.name = c.label
         else:
             c.name = f"{c.label} #{labels[:i].count(c.label) + 1}"
         c.shards_total = sum(p.n_shards for p in c.plans)
@@ -177,7 +177,7 @@ def describe(name: str, sweep_fp: str, cells: list[Cell], cluster_gpus: float | 
              + (f"  cluster GPUs {cluster_gpus:g}" if cluster_gpus is not None else "")]
     for c in cells:
         g = gpus_for(c.plans[0].spec, cluster_gpus if cluster_gpus is not None else 1.0)
-        lines.append(f"  cell {c.label}  GPUs {g:g}")
+        lines.append(f"  cell {c.name}" + (f" ({c.label})" if c.name != c.label else "") + f"  GPUs {g:g}")
         if c.state == "failed":  # its checkpoint was not found: it will fail without starting
             lines += [f"    {p.spec.name:<50} FAILS: {c.error}" for p in c.plans]
             continue
@@ -284,7 +284,7 @@ def status_line(event: dict[str, Any]) -> str:
     """A plain line for one sweep event (what ``progress=True`` logs)."""
     e, cell = event["event"], event.get("cell", "")
     if e == "cell_started":
-        return f"[{cell}] loading (attempt {event['attempt']}, {event['gpus']:g} GPUs)"
+        return f"[{cell}] {cell_start_status(event)} (attempt {event['attempt']}, {event['gpus']:g} GPUs)"
     if e == "shard_done":
         eta = f", sweep ETA {event['eta_s']:.0f}s" if event.get("eta_s") else ""
         return f"[{cell}] {shard_status(event)}{eta}"
@@ -302,10 +302,25 @@ def status_line(event: dict[str, Any]) -> str:
     return json.dumps(event)
 
 
+def cell_start_status(event: dict[str, Any]) -> str:
+    """A ``cell_started`` event as its cell's status: ``loading``, or what the store already holds of it
+    (``resuming: 3 of 12 shards stored, loading``; ``stored: 12 of 12 shards, nothing to run``)."""
+    done, total = event.get("shards_done") or 0, event.get("shards_total") or 0
+    if total and done >= total:
+        return f"stored: {done} of {total} shards, nothing to run"
+    if done:
+        return f"resuming: {done} of {total} shards stored, loading"
+    return "loading"
+
+
 def shard_status(event: dict[str, Any]) -> str:
     """A ``shard_done`` event as its cell's status: ``running 3 of 12 shards, 8.0 samples/s, ETA 9s`` (the
-    figures once the cell has finished a shard in this invocation, ``progress.ShardRate``)."""
+    figures once the cell has finished a shard in this invocation, ``progress.ShardRate``; shards whose stored
+    outputs were scored again say so, and give no rate)."""
     text = f"running {event['shards_done']} of {event['shards_total']} shards"
+    if event.get("rescored"):
+        text += f", {event['rescored']} stored outputs re-scored" + ("" if event.get("samples") else
+                                                                     ", nothing generated")
     if event.get("samples_per_s"):
         text += f", {event['samples_per_s']:.1f} samples/s"
     if event.get("cell_eta_s"):
@@ -375,7 +390,7 @@ def run_sweep(sweep: SweepSpec, *, address: str | None = None, progress: bool = 
     for c in cells:
         c.gpus = gpus_for(c.plans[0].spec, total_gpus)
         if c.gpus > total_gpus:
-            raise RunError(f"sweep {sweep.name!r}: cell {c.label} needs {c.gpus:g} GPUs, the cluster has "
+            raise RunError(f"sweep {sweep.name!r}: cell {c.name} needs {c.gpus:g} GPUs, the cluster has "
                            f"{total_gpus:g}; "
                            "lower execution.generation_actors or model.num_gpus")
     sw = _Sweep(sweep, sweep_fp, cells, total_gpus, on_event, events, progress)
@@ -445,14 +460,14 @@ def _run_cell(sw: _Sweep, cell: Cell, address: str | None, parent: str | None) -
     def shard_done(out: Any) -> None:
         with sw.lock:
             cell.shards_done += 1
-            rate.add(out.n, out.generation_s)
+            rate.add(out.n, out.generation_s, out.generated and not spec.model.replays_generations())
             if cell.state == "loading":
                 cell.state = "running"
                 sw.write_manifest()
         run = next((p.spec.name for p in cell.plans if p.layout.run_fp == out.run), out.run)
         per_s, left, elapsed = rate.samples_per_s, rate.eta_s(), rate.elapsed_s
         sw.emit("shard_done", cell=cell.name, run=run, shard=out.shard, n=out.n, shards_done=cell.shards_done,
-                shards_total=cell.shards_total, samples=rate.samples,
+                shards_total=cell.shards_total, samples=rate.samples, rescored=rate.rescored,
                 elapsed_s=round(elapsed, 3) if elapsed is not None else None,
                 samples_per_s=round(per_s, 2) if per_s else None,
                 cell_eta_s=round(left, 1) if left is not None else None, eta_s=sw.eta_s())

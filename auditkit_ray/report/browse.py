@@ -228,10 +228,15 @@ class ResultsBrowser:
     # ------------------------------------------------------------------ answers
     def runs(self, *, name: str | None = None, model: str | None = None, dataset: str | None = None,
              sweep: str | None = None, since: str | None = None, until: str | None = None,
-             fingerprint: str | None = None) -> dict[str, Any]:
-        """The run history, newest first, with every filter applied (substrings; dates as ISO prefixes)."""
+             fingerprint: str | None = None, offset: int = 0, limit: int | None = None) -> dict[str, Any]:
+        """The run history, newest first, with every filter applied (substrings; dates as ISO prefixes), runs
+        of every state alike (complete, running, interrupted, failed); ``offset``/``limit`` page the matches.
+        ``total`` counts every run, ``matched`` those the filters keep."""
+        if offset < 0 or (limit is not None and limit < 0):
+            raise ConfigError(f"offset={offset}, limit={limit}: neither may be negative")
         member: dict[str, list[str]] = {}
         sweep_state: dict[str, str] = {}  # a run's state in its sweep's manifest (failed, interrupted, skipped...)
+        sweep_name: dict[str, str] = {}  # and its name there (a run that stopped early may have written none)
         sweeps = []
         for _, sfp, doc in self._sweep_docs():
             sname = str(doc.get("name") or sfp)
@@ -242,12 +247,15 @@ class ResultsBrowser:
                     member.setdefault(str(r["fingerprint"]), []).append(sname)
                     if isinstance(r.get("state"), str):
                         sweep_state[str(r["fingerprint"])] = r["state"]
+                    if isinstance(r.get("name"), str):
+                        sweep_name[str(r["fingerprint"])] = r["name"]
         rows: dict[str, dict[str, Any]] = {}
         for store, fp in self._listing():
             run = self._read_run(store, fp)
-            if run is None:
-                name, state = self._unfinished(store, fp, sweep_state.get(fp))
-                rows.setdefault(fp, {"fingerprint": fp, "name": name, "state": state, "store": store.uri(),
+            if run is None:  # its own names: the filters' (name, ...) stay what the caller asked
+                run_name, state = self._unfinished(store, fp, sweep_state.get(fp))
+                rows.setdefault(fp, {"fingerprint": fp, "name": run_name or sweep_name.get(fp), "state": state,
+                                     "store": store.uri(),
                                      "sweeps": member.get(fp, []), "metrics": {}})
                 continue
             r = run.result
@@ -286,7 +294,9 @@ class ResultsBrowser:
 
         found = sorted((r for r in rows.values() if keep(r)), key=lambda r: (str(r.get("created_at") or "~"),
                                                                                r["fingerprint"]), reverse=True)
-        return safe({"runs": found, "total": len(rows), "sweeps": sweeps})
+        page = found[offset:] if limit is None else found[offset:offset + limit]
+        return safe({"runs": page, "total": len(rows), "matched": len(found), "offset": offset, "limit": limit,
+                     "sweeps": sweeps})
 
     def run(self, ref: str) -> dict[str, Any]:
         """One run: summary (intervals, status counts), configuration (redacted), performance, tokens, cost."""

@@ -82,11 +82,22 @@ def _table(head: Sequence[str], rows: Sequence[Sequence[tuple[str, str | None]]]
 
 
 def _perf_line(result: RunResult) -> str:
+    """What the invocation that made ``result`` did: what it generated, re-scored and found stored, its own
+    wall time, and the generation's figures only where it generated (a figure it does not have is left out,
+    never printed as zero)."""
     p = result.perf
-    perf = [f"wall {p.wall_s:.1f}s" if p.wall_s else None,
-            f"{p.throughput_samples_per_s:.1f} samples/s" if p.throughput_samples_per_s else None,
-            f"latency p50 {p.latency_p50_s * 1000:.0f} ms ({p.latency_scope})" if p.latency_p50_s is not None else None,
-            f"tokens {result.tokens.prompt}+{result.tokens.completion}"]
+    made = p.generated or not (p.rescored or p.stored)  # a result of an older format counts none of them
+    did = [f"generated {p.generated}" if p.generated else None,
+           f"re-scored {p.rescored} stored outputs" if p.rescored else None,
+           f"reused {p.stored} stored results" if p.stored else None,
+           "nothing generated" if not made else None]
+    perf = [", ".join(x for x in did if x),
+            f"wall {p.wall_s:.1f}s" if p.wall_s else None,
+            f"{p.throughput_samples_per_s:.1f} samples/s" if made and p.throughput_samples_per_s else None,
+            f"latency p50 {p.latency_p50_s * 1000:.0f} ms ({p.latency_scope})"
+            if made and p.latency_p50_s is not None else None,
+            f"tokens {result.tokens.prompt}+{result.tokens.completion}"
+            if made and (result.tokens.prompt or result.tokens.completion) else None]
     return "  ".join(x for x in perf if x)
 
 

@@ -32,6 +32,19 @@ class LocalStore(ResultStore):
     def _p(self, rel: str) -> Path:
         return self.root / rel
 
+    def check(self) -> None:
+        """The root is a directory, or can be made one: its nearest existing folder is a writable directory."""
+        p = self.root
+        while not p.exists():
+            if p.is_symlink():  # a dangling link: nothing can be made under it
+                raise ConfigError(f"store.path {self.root}: {p} is a broken symbolic link")
+            p = p.parent
+        if not p.is_dir():
+            raise ConfigError(f"store.path {self.root}: {'it' if p == self.root else p} is a file, not a directory "
+                              "(a result store is a folder, or s3://bucket/prefix)")
+        if not os.access(p, os.W_OK | os.X_OK):
+            raise ConfigError(f"store.path {self.root}: {p} is not writable")
+
     def write_atomic(self, rel: str, data: bytes) -> bool:
         final = self._p(rel)
         if final.exists():
@@ -125,7 +138,8 @@ def open_store(spec: "str | object", endpoint_url: str | None = None, region: st
     if path.startswith("s3://"):
         from .s3 import S3Store
 
-        return S3Store(path, endpoint_url=endpoint, region=region)
+        timeouts = {k: getattr(spec, k) for k in ("connect_timeout_s", "retries") if getattr(spec, k, None) is not None}
+        return S3Store(path, endpoint_url=endpoint, region=region, **timeouts)
     if "://" in path and not path.startswith("file://"):
         scheme = path.split("://", 1)[0]
         raise ConfigError(f"store.path {path!r}: {scheme}:// is not supported "

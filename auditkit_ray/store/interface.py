@@ -35,6 +35,11 @@ class ResultStore(ABC):
         """Names of the sub-directories directly under ``prefix``."""
         return []
 
+    def check(self) -> None:
+        """Fail now, with a ConfigError naming the store, when it cannot be used (a path that is a file, an
+        endpoint that does not answer): a run checks its store before any work. A store that passes may still
+        fail later (a disk filling up, an outage mid-run)."""
+
     #: reads kept in flight by ``read_many`` (a remote store: one request's latency each)
     prefetch: int = 8
 

@@ -10,14 +10,17 @@ machine's role, never from the config.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
 from collections.abc import Iterable
 from typing import Any
 
-from ..errors import RunError, require
+from ..errors import ConfigError, RunError, require
 from .interface import ResultStore
+
+log = logging.getLogger(__name__)
 
 _CLIENT_LOCK = threading.Lock()
 
@@ -33,7 +36,13 @@ def s3_region(region: str | None = None) -> str:
     return region or os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION") or "us-east-1"
 
 
-def s3_client(endpoint_url: str | None = None, region: str | None = None, *, max_pool: int = 10) -> Any:
+#: seconds to wait for an S3 endpoint to accept a connection, and retries of a request that could not connect or
+#: was throttled (``store.connect_timeout_s``, ``store.retries``)
+CONNECT_TIMEOUT_S, RETRIES = 5.0, 4
+
+
+def s3_client(endpoint_url: str | None = None, region: str | None = None, *, max_pool: int = 10,
+              connect_timeout_s: float = CONNECT_TIMEOUT_S, retries: int = RETRIES, read_timeout_s: float = 60) -> Any:
     """A boto3 S3 client on any S3-compatible endpoint (``s3_endpoint``); credentials only from the
     environment or the machine's role. Not thread-safe to create: callers creating clients from threads lock."""
     boto3 = require("boto3", "s3")
@@ -41,8 +50,8 @@ def s3_client(endpoint_url: str | None = None, region: str | None = None, *, max
 
     return boto3.client(
         "s3", endpoint_url=s3_endpoint(endpoint_url), region_name=s3_region(region),
-        config=Config(retries={"max_attempts": 5, "mode": "standard"}, connect_timeout=5, read_timeout=60,
-                      max_pool_connections=max(10, max_pool)),
+        config=Config(retries={"max_attempts": retries + 1, "mode": "standard"}, connect_timeout=connect_timeout_s,
+                      read_timeout=read_timeout_s, max_pool_connections=max(10, max_pool)),
     )
 
 
@@ -83,7 +92,7 @@ def arrow_s3_filesystem(endpoint_url: str | None = None, region: str | None = No
 
 class S3Store(ResultStore):
     def __init__(self, uri: str, endpoint_url: str | None = None, region: str | None = None,
-                 retry_s: float = 60.0) -> None:
+                 retry_s: float = 60.0, connect_timeout_s: float = CONNECT_TIMEOUT_S, retries: int = RETRIES) -> None:
         if not uri.startswith("s3://"):
             raise ValueError(f"not an s3:// URI: {uri}")
         rest = uri[len("s3://"):]
@@ -93,10 +102,42 @@ class S3Store(ResultStore):
         self.endpoint_url = s3_endpoint(endpoint_url)
         self.region = s3_region(region)
         self.retry_s = retry_s
+        self.connect_timeout_s, self.retries = connect_timeout_s, retries
         self._c = None
+        self._waiting_said = False
 
     def __reduce__(self):
-        return (S3Store, (self.uri_root, self.endpoint_url, self.region, self.retry_s))
+        return (S3Store, (self.uri_root, self.endpoint_url, self.region, self.retry_s, self.connect_timeout_s,
+                          self.retries))
+
+    def check(self) -> None:
+        """One listing request, one attempt, within ``connect_timeout_s``: a wrong endpoint, a missing bucket or
+        refused credentials fail here in seconds, naming what to fix, instead of after the retries a store that
+        is down for a while gets."""
+        where = self.endpoint_url or f"AWS S3 ({self.region})"
+        try:
+            # a listing of one key answers at once: an endpoint silent for twice the connect wait is not one
+            client = s3_client(self.endpoint_url, self.region, connect_timeout_s=self.connect_timeout_s, retries=0,
+                               read_timeout_s=2 * self.connect_timeout_s)
+            client.list_objects_v2(Bucket=self.bucket, Prefix=self._key(""), MaxKeys=1)
+        except Exception as exc:  # noqa: BLE001 - classified below
+            name, code = type(exc).__name__, self._code(exc)
+            if name in RETRYABLE or name in ("ConnectionError", "ProxyConnectionError", "SSLError"):
+                raise ConfigError(f"result store {self.uri_root}: no answer from {where} ({name}; "
+                                  f"store.connect_timeout_s is {self.connect_timeout_s:g}s); check store.endpoint_url "
+                                  "(or AWS_ENDPOINT_URL), or raise store.connect_timeout_s") from None
+            if name in ("NoCredentialsError", "PartialCredentialsError"):
+                raise ConfigError(f"result store {self.uri_root}: no AWS credentials ({name}); set "
+                                  "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), or run where the "
+                                  "machine's role gives them") from None
+            if code == "NoSuchBucket":
+                raise ConfigError(f"result store {self.uri_root}: no bucket {self.bucket!r} at {where}") from None
+            if code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "403"):
+                raise ConfigError(f"result store {self.uri_root}: {where} refused the credentials ({code}); they "
+                                  "come from the environment (AWS_ACCESS_KEY_ID, AWS_PROFILE) or the machine's "
+                                  "role") from None
+            first = (str(exc).splitlines() or [name])[0]
+            raise ConfigError(f"result store {self.uri_root}: {where} answered {code or name}: {first}") from None
 
     # ------------------------------------------------------------------ plumbing
     def _client(self):
@@ -107,7 +148,8 @@ class S3Store(ResultStore):
         return self._c
 
     def _new_client(self):
-        return s3_client(self.endpoint_url, self.region, max_pool=self.prefetch)
+        return s3_client(self.endpoint_url, self.region, max_pool=self.prefetch,
+                         connect_timeout_s=self.connect_timeout_s, retries=self.retries)
 
     def _key(self, rel: str) -> str:
         return f"{self.prefix}/{rel}" if self.prefix else rel
@@ -123,6 +165,10 @@ class S3Store(ResultStore):
             except Exception as exc:  # noqa: BLE001 - classified below
                 name = type(exc).__name__
                 if name in RETRYABLE and time.monotonic() < deadline:
+                    if not self._waiting_said:  # what it waits for, once: the retries may take a while
+                        self._waiting_said = True
+                        log.warning("result store %s: unreachable while trying to %s (%s); retrying for up to "
+                                    "%gs", self.uri_root, what, name, self.retry_s)
                     time.sleep(delay)
                     delay = min(delay * 2, 5.0)
                     continue
@@ -133,7 +179,7 @@ class S3Store(ResultStore):
 
     @staticmethod
     def _code(exc: Exception) -> str:
-        return str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
+        return str((getattr(exc, "response", None) or {}).get("Error", {}).get("Code", ""))
 
     # ------------------------------------------------------------------ interface
     def write_atomic(self, rel: str, data: bytes) -> bool:

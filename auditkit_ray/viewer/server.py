@@ -121,9 +121,13 @@ def make_app(browser: Any, *, token: str | None = None, log: Any = None) -> web.
 
     async def runs(request: web.Request) -> web.Response:
         q = request.query
+        try:  # no limit: every match
+            page = dict(offset=_int(q, "offset", 0), limit=_int(q, "limit", 0) if q.get("limit") else None)
+        except ConfigError as exc:
+            return _error(400, str(exc))
         return await call(browser.runs, name=q.get("name"), model=q.get("model"), dataset=q.get("dataset"),
                           sweep=q.get("sweep"), since=q.get("since"), until=q.get("until"),
-                          fingerprint=q.get("fp"))
+                          fingerprint=q.get("fp"), **page)
 
     async def run(request: web.Request) -> web.Response:
         return await call(browser.run, request.match_info["fp"])

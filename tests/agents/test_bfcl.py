@@ -93,3 +93,61 @@ def test_bfcl_array_of_strings_one_acceptable_list(value, ok):
     }
     ref = ToolCall(name="f", arguments={"xs": [["a", "b"]]})
     assert CallMatcher("bfcl", tools=[schema])(ref, ToolCall(name="f", arguments={"xs": value})) is ok
+
+
+# BFCL's possible answers mark an optional array ``["", [...]]`` (its simple_python_178: additional_details=[]);
+# BFCL's list checkers read the optional marker as the empty list
+OPTIONAL_ARRAYS = {
+    "name": "report",
+    "parameters": {"type": "dict", "required": ["company"], "properties": {
+        "company": {"type": "string"},
+        "details": {"type": "array", "items": {"type": "string"}},
+        "filters": {"type": "array", "items": {"type": "dict"}},
+        "years": {"type": "array", "items": {"type": "integer"}},
+    }},
+}
+OPTIONAL_REF = ToolCall(name="report", arguments={
+    "company": ["Acme"], "details": ["", ["revenue", "profit"]], "filters": ["", [{"field": ["year"]}]],
+    "years": [[2024, 2025]]})
+
+
+@pytest.mark.parametrize("args, ok", [
+    ({"details": []}, True), ({"filters": []}, True), ({"details": [], "filters": []}, True),
+    ({"details": ["revenue", "profit"]}, True), ({"details": ["revenue"]}, False), ({}, True),
+    ({"filters": [{"field": "year"}]}, True), ({"filters": [{"field": "month"}]}, False),
+], ids=lambda v: repr(v) if isinstance(v, dict) else str(v))
+def test_bfcl_an_empty_list_for_an_optional_array_parameter_is_valid_as_in_bfcl(args, ok):
+    call = ToolCall(name="report", arguments={"company": "Acme", "years": [2024, 2025], **args})
+    res = check_call(OPTIONAL_REF, call, OPTIONAL_ARRAYS)
+    assert res.valid is ok, res.error
+    tools = [{"type": "function", "function": OPTIONAL_ARRAYS}]
+    assert CallMatcher("bfcl", tools=tools)(OPTIONAL_REF, call) is ok
+    # the metrics agree with the checker
+    sample = Sample(id="s", input="q", tools=tools, reference_tool_calls=[[OPTIONAL_REF]])
+    gen = Generation(tool_calls=[[call]])
+    match = {s.name: s.value for s in build_metric("tool_call_match", {"arguments": "bfcl"}).evaluate(sample, gen, {})}
+    assert match["tool_call_match.exact_set"] == (1.0 if ok else 0.0)
+    [correct] = build_metric("argument_correctness", {"arguments": "bfcl"}).evaluate(sample, gen, {})
+    assert correct.value == (1.0 if ok else 0.0)
+
+
+def test_bfcl_an_empty_list_for_a_required_array_parameter_is_still_wrong():
+    call = ToolCall(name="report", arguments={"company": "Acme", "years": []})
+    res = check_call(OPTIONAL_REF, call, OPTIONAL_ARRAYS)
+    assert not res.valid and res.error_type == "value_error:list"
+
+
+@pytest.mark.parametrize("items, ref, value, ok", [
+    # typed items are type-checked: neither True == 1 nor 1 == 1.0 holds inside them
+    ("integer", [[1, 2]], [True, 2], False),
+    ("float", [[1.0, 2.0]], [1, 2.0], False),
+    # where BFCL skips the item check, Python equality decides: an optional array, or an array of arrays
+    ("integer", [[1, 2], ""], [True, 2], True),
+    ("float", [[1.0, 2.0], ""], [1, 2.0], True),
+    ("array", [[[1, 2]]], [[True, 2]], True),
+])
+def test_bfcl_python_equality_inside_arrays_holds_only_where_the_item_type_is_not_checked(items, ref, value, ok):
+    schema = {"name": "f", "parameters": {"properties": {"xs": {"type": "array", "items": {"type": items}}},
+                                          "required": []}}
+    res = check_call(ToolCall(name="f", arguments={"xs": ref}), ToolCall(name="f", arguments={"xs": value}), schema)
+    assert res.valid is ok, res.error

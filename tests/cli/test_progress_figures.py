@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from console import console
+from stored_runs import drop_shards
 
 SHARDS = 6  # per cell: 12 samples in shards of 2
 
@@ -75,16 +76,7 @@ def test_a_resumed_sweep_cell_counts_only_the_shards_it_does_now(tmp_path):
     sweep = _sweep(tmp_path)
     assert console("sweep", sweep, "--quiet", cwd=tmp_path, timeout=300).returncode == 0
     # cell a loses its last three shards (outputs and rows) and its result: a rerun does those three again
-    store = tmp_path / "store"
-    (manifest,) = store.glob("sweeps/*/manifest.json")
-    fp_a = next(r["fingerprint"] for r in json.loads(manifest.read_text())["runs"] if r["name"] == "a")
-    result = store / "runs" / fp_a / "result.json"
-    gen_fp = json.loads(result.read_text())["generation_fingerprint"]
-    for shard in ("shard-00003", "shard-00004", "shard-00005"):
-        for pattern in (f"runs/{fp_a}/*/{shard}.parquet", f"generations/{gen_fp}/*/{shard}.parquet"):
-            (stored,) = store.glob(pattern)
-            stored.unlink()
-    result.unlink()
+    drop_shards(tmp_path / "store", "a", [3, 4, 5])
     events = tmp_path / "ev.jsonl"
     again = console("sweep", sweep, "--events", events, cwd=tmp_path, timeout=300)
     assert again.returncode == 0, again.stderr

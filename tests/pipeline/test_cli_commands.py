@@ -26,7 +26,8 @@ def test_generate_then_rescore_applies_new_metrics_without_generating(make_spec,
     assert main(["rescore", run_dir, "--metric", "contains", "--metric", "output_length", "--json", "--quiet"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert (
-        set(res["metrics"]) == {"contains", "output_length"} and res["perf"]["generated"] == 40
+        set(res["metrics"]) == {"contains", "output_length"} and res["perf"]["generated"] == 0
+        and res["perf"]["rescored"] == 40
     )  # read, not generated
     assert res["backend"]["backend"] == "precomputed" and res["metrics"]["contains"]["n"] == 40
 

@@ -81,12 +81,18 @@ def test_changing_only_metrics_rescores_stored_generations_without_generating(ma
     assert first.perf.generated == 40
     result_json = tmp_path / "store" / "runs" / first.fingerprint / "result.json"
     mtime = result_json.stat().st_mtime_ns
-    again = evaluate(make_spec())  # nothing to do: the stored result comes back as it was
-    assert again == first and result_json.stat().st_mtime_ns == mtime
+    again = evaluate(make_spec())  # nothing to do: the stored result comes back as it was, stored untouched
+    assert again.model_dump(exclude={"perf"}) == first.model_dump(exclude={"perf"})
+    assert result_json.stat().st_mtime_ns == mtime
+    # its perf is this invocation's: every sample stored, nothing generated, its own wall time; the rate stays
+    # the generation's (a leaderboard compares models by it)
+    assert (again.perf.stored, again.perf.generated) == (40, 0) and again.perf.wall_s != first.perf.wall_s
+    assert again.perf.throughput_samples_per_s == first.perf.throughput_samples_per_s
     more = evaluate(make_spec(metrics=["exact_match", "token_f1", "contains"]))
     assert more.fingerprint != first.fingerprint
     assert more.generation_fingerprint == first.generation_fingerprint
     assert more.perf.generated == 0 and more.metrics["contains"].n == 40
+    assert more.perf.rescored == 40 and more.perf.stored == 0
 
 
 def test_worker_killed_mid_run_completes_with_no_sample_lost_or_counted_twice(make_spec, tmp_path, rows, numbers):

@@ -230,7 +230,7 @@ def test_runs_that_read_one_dataset_the_same_way_read_it_once_and_share_its_rows
 
     reads = []
     real = plan_module.load_samples
-    monkeypatch.setattr(plan_module, "load_samples", lambda d: reads.append(d.path) or real(d))
+    monkeypatch.setattr(plan_module, "load_samples", lambda d, *a: reads.append(d.path) or real(d, *a))
     data = jsonl(tmp_path / "d.jsonl", records(50))
     simulated = {"type": "simulated", "fixed_cost_s": 0.0, "per_token_s": 0.0, "output": "target"}
     a = make_spec("s", data=data, execution={"shard_size": 8})
