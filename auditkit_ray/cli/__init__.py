@@ -64,7 +64,9 @@ EXIT_CODES = (("0", "ok"),
               ("130", "interrupted (Ctrl-C); 143: terminated (SIGTERM); running the command again resumes"))
 ENVIRONMENT = (
     ("AUDITKIT_RAY_WARM", "0: a private local Ray per command; 1: the library shares the warm one too"),
-    ("AUDITKIT_RAY_IDLE_TIMEOUT", "seconds the warm local Ray waits idle before it stops (600)"),
+    ("AUDITKIT_RAY_IDLE_TIMEOUT", "how long the warm local Ray waits idle before it stops (600, 90s, 10m)"),
+    ("AUDITKIT_RAY_RESIDENT_IDLE_TIMEOUT", "how long a resident model stays loaded unused (the cluster's)"),
+    ("AUDITKIT_RAY_RESIDENT_MEMORY", "resident models' memory budget: 8G, or a share of RAM and GPU (50%)"),
     ("AUDITKIT_RAY_HOME", "where the warm local Ray keeps its state (~/.cache/auditkit-ray/local-cluster)"),
     ("RAY_ADDRESS", "a Ray cluster to run on (as --address)"),
     ("AUDITKIT_RAY_DB", "the ExperimentDB (~/.auditkit-ray/experiments.sqlite)"),
@@ -74,7 +76,6 @@ ENVIRONMENT = (
     ("AUDITKIT_RAY_DATA_ROOT", "every data file a run names must lie under this folder"),
     ("AUDITKIT_RAY_TRUSTED_PATHS", "more folders custom metrics and agents may be imported from (os.pathsep)"),
     ("AUDITKIT_RAY_BACKENDS", "modules that register more backends (comma-separated)"),
-    ("AUDITKIT_RAY_GENERATION_POOL", "raydata: generation in Ray Data's own actor pool"),
     ("AUDITKIT_RAY_VERBOSE", "1: as --verbose"),
     ("AUDITKIT_RAY_LOG_TO_DRIVER", "1: Ray workers' output forwarded to this terminal"),
     ("AWS_ENDPOINT_URL, AWS_DEFAULT_REGION", "S3 endpoint and region (credentials: the AWS variables or role)"),
