@@ -31,6 +31,7 @@ candidate (the highest lower bound) is named with its bound.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -380,9 +381,11 @@ def decide(runs: Iterable[Any], rule: Any, *, baseline: Any = None, n_resamples:
     if spec is None:
         raise ConfigError("decision: name the baseline run (decision.baseline in the sweep file, or --baseline)")
     base = spec if isinstance(spec, LoadedRun) else (_match(str(spec), loaded) if isinstance(spec, str) else None)
-    if base is None and not isinstance(spec, str):
+    if base is None and (not isinstance(spec, str) or os.path.exists(spec)):  # a run given by its path or result
         base = load(spec)
-        same = next((r for r in loaded if r.result.fingerprint == base.result.fingerprint), None)
+    if base is not None and base not in loaded:
+        same = next((r for r in loaded if r.result.fingerprint == base.result.fingerprint
+                     and r.result.run_id == base.result.run_id), None)
         base = same or base
         if same is None:
             loaded.insert(0, base)

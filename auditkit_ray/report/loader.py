@@ -370,6 +370,9 @@ def build_report(inputs: Inputs | Iterable[Any], *, metrics: Iterable[str] | Non
     rule: DecisionRule | None = None
     if decision is not False:
         flags = decision.to_dict() if isinstance(decision, DecisionRule) else dict(decision or {})
+        if inputs.decision is None and flags.get("margin") is None:  # no decision asked for: --primary ranks
+            primary = flags.get("metric") or primary
+            flags = {}
         rule = merge_rule(inputs.decision, **flags)
         if rule is not None and rule.baseline is None and isinstance(baseline, str):
             rule.baseline = baseline

@@ -285,14 +285,16 @@ def _place_labels(points: list[tuple[float, float, str]], bounds: tuple[float, f
 def scatter_chart(title: str, points: Sequence[tuple[str, float, float, bool]], *, x_label: str, y_label: str,
                   x_format: Callable[[float], str] | None = None, y_format: Callable[[float], str] = _fmt,
                   unit_y: bool = False,
-                  width: int = 560, names: dict[str, str] | None = None) -> str:
+                  width: int = 560, names: dict[str, str] | None = None, roles: dict[str, str] | None = None) -> str:
     """Quality (y) against cost (x); points (label, x, y, on the front); the
-    front is joined cheapest first. Only front points are labelled (where a
-    label fits without overlapping another); every point names its run on
-    hover (``<title>``)."""
+    front is joined cheapest first. Only front points, and those given a role
+    (``roles``: label -> ``recommended`` or ``baseline``, drawn apart and
+    labelled first), are labelled (where a label fits without overlapping
+    another); every point names its run on hover (``<title>``)."""
     if not points:
         return ""
     names = names or {}
+    roles = roles or {}
     left, right, top, bottom = 64, 24, 16, 48
     height = 340
     plot_w, plot_h = width - left - right, height - top - bottom
@@ -329,16 +331,22 @@ def scatter_chart(title: str, points: Sequence[tuple[str, float, float, bool]], 
         body.append(f'<polyline class="front-line" points="{path}"/>')
     xf = x_format or _fmt
     dots = [(x(xv) - 6, y(yv) - 6, x(xv) + 6, y(yv) + 6) for _, xv, yv, _ in points]
-    spots = dict(zip([p[0] for p in front],
-                     _place_labels([(x(p[1]), y(p[2]), short(names.get(p[0], p[0]), 30)) for p in front],
+    # the recommended run and the baseline are labelled first (with their role), then the front
+    named = [p for p in points if p[0] in roles] + [p for p in front if p[0] not in roles]
+    texts = [short(names.get(p[0], p[0]), 30) + (f" ({roles[p[0]]})" if p[0] in roles else "") for p in named]
+    spots = dict(zip([p[0] for p in named],
+                     _place_labels([(x(p[1]), y(p[2]), t) for p, t in zip(named, texts)],
                                    (0, 0, width, base - 2), dots)))
-    # dominated points first, so the front is drawn on top
-    for label, xv, yv, on in sorted(points, key=lambda p: p[3]):
+    # dominated points first, so the front is drawn on top; the runs with a role last
+    for label, xv, yv, on in sorted(points, key=lambda p: (p[0] in roles, p[3])):
         where = " (Pareto front)" if on else " (dominated)"
-        tip = f"{label}: {y_label} {y_format(yv)}, {x_label} {xf(xv)}{where}"
-        spot = spots.get(label) if on else None
+        role = f", {roles[label]}" if label in roles else ""
+        tip = f"{label}: {y_label} {y_format(yv)}, {x_label} {xf(xv)}{where}{role}"
+        spot = spots.get(label)
         text = (f'<text class="point-label" x="{spot[0]:.1f}" y="{spot[1]:.1f}" text-anchor="{spot[2]}">'
                 f"{e(spot[3])}</text>") if spot else ""
-        body.append(f'<g class="mark{" front" if on else ""}" data-run="{e(label)}"><title>{e(tip)}</title>'
-                    f'<circle class="dot" cx="{x(xv):.1f}" cy="{y(yv):.1f}" r="{6 if on else 4.5}"/>{text}</g>')
+        cls = "mark" + (" front" if on else "") + (f" {roles[label]}" if label in roles else "")
+        body.append(f'<g class="{cls}" data-run="{e(label)}"><title>{e(tip)}</title>'
+                    f'<circle class="dot" cx="{x(xv):.1f}" cy="{y(yv):.1f}" r="{6 if on or label in roles else 4.5}"/>'
+                    f"{text}</g>")
     return _svg(width, height, body, title)
