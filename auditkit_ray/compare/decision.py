@@ -287,8 +287,11 @@ class Decision:
                     "n needed", "size", "p50 s"]
             keep = [i for i, h in enumerate(head) if h not in ("size", "p50 s")
                     or any(r["size" if h == "size" else "latency"] != "-" for r in rows)]
-            body = [[cut(r["run"], 40), r["verdict"], r["delta"], r["bound"], r["p_holm"], r["n"],
-                     r["excluded"].split(" (")[0], r["n_needed"], r["size"], r["latency"]] for r in rows]
+            short, how = tx.short_labels([self.baseline] + [r["run"] for r in rows], 40)
+            if how:
+                lines.append(f"  note: {how}")
+            body = [[cut(short.get(r["run"], r["run"]), 40), r["verdict"], r["delta"], r["bound"], r["p_holm"],
+                     r["n"], r["excluded"].split(" (")[0], r["n_needed"], r["size"], r["latency"]] for r in rows]
             lines += tx.table([head[i] for i in keep], [[row[i] for i in keep] for row in body], indent="  ")
         for c in self.candidates:
             if c.reason:

@@ -85,7 +85,8 @@ svg.chart .mark.best .dot{fill:var(--accent)}
 svg.chart .mark.front .dot{fill:var(--good)}
 svg.chart .series{fill:none;stroke-width:2}
 svg.chart .front-line{fill:none;stroke:var(--good);stroke-width:1.6;stroke-dasharray:5 3}
-svg.chart .point-label{font-size:11px;fill:var(--muted)}
+svg.chart .point-label{font-size:11px;fill:var(--muted);paint-order:stroke;stroke:#fff;stroke-width:3px;
+  stroke-linejoin:round}
 svg.chart .mark.hl .dot{stroke:#000;stroke-width:2.5}
 svg.chart .mark.hl .label,svg.chart .mark.hl .point-label{font-weight:700;fill:#000}
 pre{white-space:pre-wrap;word-break:break-word;margin:0;
@@ -115,6 +116,7 @@ svg.chart .legend-label{font-size:12px}
   background:#dafbe1;max-width:1200px}
 .ship.keep{border-left-color:var(--warn);background:#fff8c5}
 tr.recommended td{background:#dafbe1}
+td.nowrap{white-space:nowrap}
 td.v-non-inferior{color:var(--good);font-weight:600}td.v-inferior{color:var(--bad);font-weight:600}
 td.v-inconclusive{color:var(--warn)}td.v-not-comparable{color:var(--muted)}
 svg.chart .mark.recommended .dot{fill:var(--good);stroke:#000;stroke-width:2}
@@ -316,28 +318,36 @@ def _choice(report: Any) -> list[str]:
     out = ['<section id="decision"><h2>Decision</h2>', f'<p class="note">{e(d.rule_text())}. Each candidate is '
            "tested against the baseline on the samples both scored (one-sided, paired); Δ = candidate − baseline; "
            "the bound is the worst plausible Δ at the level Holm's step tested it at: non-inferior when it stays "
-           f"within {e(d.margin_text())}. Overlapping intervals are not this test (docs/concepts.md).</p>"]
+           f"within {e(d.margin_text())}. Overlapping intervals are not this test (docs/concepts.md). Hover a run "
+           "for its full name.</p>"]
     if d.reason:
         out.append(f'<p class="grade-fail">{e(d.reason)}</p>')
     num = ' class="num" data-type="num"'
+    rows = list(zip(ordered(d), d.rows()))
+    notes = any(r["why"] for _, r in rows)
     head = [("run", "run", ""), ("verdict", "verdict", ""), ("delta", "Δ", num),
             ("bound", f"bound ({d.confidence:.0%}, Holm)", num), ("p_holm", "Holm p", num), ("n", "n paired", num),
             ("excluded", "excluded (unscored)", ""), ("n_needed", "n needed", num), ("size", "size", num),
-            ("latency", "p50 s", num), ("saving", "saving", ""), ("test", "test", ""), ("why", "note", "")]
+            ("latency", "p50 s", num), ("saving", "saving", ""), ("test", "test", "")]
+    head += [("why", "note", "")] if notes else []
+    names = display_names([r.label for r in report.runs])
     out.append('<div class="scroll"><table class="sortable" id="decision-table"><thead><tr>' + "".join(
         f'<th{kind} data-key="{k}">{e(label)}</th>' for k, label, kind in head) + "</tr></thead><tbody>")
-    for c, r in zip(ordered(d), d.rows()):
+    for c, r in rows:
         rec = " (recommended)" if c.run == d.recommended else ""
         vals = {"delta": c.delta, "bound": c.bound, "p_holm": c.p_holm, "n": c.n_paired, "n_needed": c.n_needed,
                 "size": c.model_size_bytes, "latency": c.latency_p50_s}
-        cells = [f"<td>{e(c.run)}<b>{e(rec)}</b></td>",
+        cells = [f'<td title="{e(c.run)}" data-sort="{e(c.run)}">{e(names.get(c.run, c.run))}<b>{e(rec)}</b></td>',
                  f'<td class="v-{e(c.verdict.replace(" ", "-"))}">{e(c.verdict)}</td>']
         for k in ("delta", "bound", "p_holm", "n"):
             cells.append(f'<td class="num" data-sort="{_sort_val(vals[k])}">{e(r[k])}</td>')
-        cells.append(f"<td>{e(excluded_text(c))}</td>")
+        cells.append(f'<td class="nowrap">{e(excluded_text(c))}</td>')
         for k in ("n_needed", "size", "latency"):
             cells.append(f'<td class="num" data-sort="{_sort_val(vals[k])}">{e(r[k])}</td>')
-        cells += [f"<td>{e(r['saving'])}</td>", f"<td>{e(r['method'])}</td>", f"<td>{e(r['why'])}</td>"]
+        test = {"tango": "Tango score", "t": "paired t", "bootstrap-t": "studentized bootstrap"}.get(c.method or "",
+                                                                                                   "-")
+        cells += [f'<td class="nowrap">{e(r["saving"])}</td>', f'<td class="nowrap" title="{e(r["method"])}">'
+                  f"{e(test)}</td>"] + ([f"<td>{e(r['why'])}</td>"] if notes else [])
         cls = ' class="recommended"' if c.run == d.recommended else ""
         out.append(f'<tr{cls} data-run="{e(c.run)}" data-verdict="{e(c.verdict)}">' + "".join(cells) + "</tr>")
     out.append("</tbody></table></div>")
