@@ -245,8 +245,8 @@ class Decision:
             return (f"decision: ship {c.run} instead of {self.baseline}: non-inferior on {self.metric} {arrow} "
                     f"within {_g(self.margin)} ({self._evidence(c)})" + (f"; {saved}" if saved else ""))
         near = self.closest
-        why = (f"; the closest, {near.run}, has a {self.confidence:.0%} bound of {tx.signed(near.bound)} "
-               f"(margin {self.margin_text()})" if near is not None else "")
+        why = (f"; the closest, {near.run}, has a {self.confidence:.0%} bound of {tx.signed(near.bound)} against "
+               f"a margin of {self.margin_text()}" if near is not None else "")
         return (f"decision: keep {self.baseline}: no candidate is non-inferior on {self.metric} {arrow} within "
                 f"{_g(self.margin)}{why}")
 

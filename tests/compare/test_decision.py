@@ -76,7 +76,7 @@ def test_a_tightened_margin_no_longer_recommends_the_pruned_cell(make_run, tmp_p
     assert near is not None and near.bound < -0.005
     assert d.headline() == (f"decision: keep fp32/path=base: no candidate is non-inferior on exact_match@number ↑ "
                             f"within 0.005; the closest, {near.run}, has a 95% bound of {near.bound:+.4f} "
-                            "(margin -0.005)")
+                            "against a margin of -0.005")
 
 
 def test_at_small_n_the_verdict_is_inconclusive_with_the_n_needed(make_run, tmp_path):
