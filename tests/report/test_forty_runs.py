@@ -387,7 +387,8 @@ def test_the_html_report_of_a_40_cell_sweep_leads_with_the_decision_draws_the_fr
         with connect(target["webSocketDebuggerUrl"], max_size=None, open_timeout=30) as ws:
             p = _Page(ws)
             got = _measure(p, page.as_uri())
-            layout = json.loads(p.call("Runtime.evaluate", expression=DECISION_JS, returnByValue=True)["result"]["value"])
+            measured = p.call("Runtime.evaluate", expression=DECISION_JS, returnByValue=True)
+            layout = json.loads(measured["result"]["value"])
             shots["forty-decision-top.png"] = p.call("Page.captureScreenshot", format="png")["data"]
             p.call("Runtime.evaluate", expression="document.getElementById('fronts').scrollIntoView()")
             shots["forty-decision-fronts.png"] = p.call("Page.captureScreenshot", format="png")["data"]
