@@ -243,12 +243,16 @@ class Decision:
             c = self.candidate(self.recommended)
             saved = savings_text(c)
             return (f"decision: ship {c.run} instead of {self.baseline}: non-inferior on {self.metric} {arrow} "
-                    f"within {_g(self.margin)} ({self._evidence(c)})" + (f"; {saved}" if saved else ""))
+                    f"within {self._within()}: {self._evidence(c)}" + (f"; {saved}" if saved else ""))
         near = self.closest
         why = (f"; the closest, {near.run}, has a {self.confidence:.0%} bound of {tx.signed(near.bound)} against "
                f"a margin of {self.margin_text()}" if near is not None else "")
         return (f"decision: keep {self.baseline}: no candidate is non-inferior on {self.metric} {arrow} within "
-                f"{_g(self.margin)}{why}")
+                f"{self._within()}{why}")
+
+    def _within(self) -> str:
+        rel = f" ({self.margin_spec} of the baseline)" if self.margin_spec.endswith("%") else ""
+        return f"{_g(self.margin)}{rel}"
 
     def _evidence(self, c: Candidate) -> str:
         return (f"delta {tx.signed(c.delta)}, {self.confidence:.0%} bound {tx.signed(c.bound)}, "
@@ -310,7 +314,7 @@ class Decision:
 
 
 def _g(v: float) -> str:
-    return f"{v:.4g}"
+    return f"{v:.3g}"
 
 
 def method_label(method: str | None) -> str:

@@ -51,6 +51,9 @@ from ..core.metric import Direction
 from ..errors import ConfigError
 
 METHODS = ("auto", "tango", "t", "bootstrap-t")
+#: the smallest n at which each continuous method was measured to hold its level (benchmarks/RESULTS.md, issue 52)
+BOOTSTRAP_MIN_N = 50
+T_MIN_N = 500
 #: cells of one chunk of bootstrap resamples (resamples x pairs), as ``stats`` bounds its own
 _CHUNK_CELLS = 2_000_000
 #: the methods' names in outputs
@@ -217,6 +220,12 @@ def _continuous(out: NIResult, x: list[float], method: str, *, n_resamples: int,
     se = math.sqrt(var / n)
     out.variance = var
     out.statistic = (mean + m) / se
+    if method == "bootstrap-t" and n < BOOTSTRAP_MIN_N:
+        out.note = (f"n = {n}: below the n = {BOOTSTRAP_MIN_N} from which the studentized bootstrap was measured to "
+                    "hold its level (it rejected up to 0.068 at alpha 0.05 with n = 20: benchmarks/RESULTS.md)")
+    elif method == "t" and n < T_MIN_N:
+        out.note = (f"n = {n}: the paired t holds its level on symmetric or bounded differences; on skewed ones it "
+                    f"was measured liberal below n = {T_MIN_N} (benchmarks/RESULTS.md)")
     if method == "t":
         from scipy.stats import t as student
 

@@ -57,7 +57,7 @@ def test_a_pruned_cell_that_is_non_inferior_and_smaller_is_recommended(make_run,
     assert p25.bound > -0.05 and p25.p_holm <= 0.05 and p25.method == "tango" and p25.n_paired == 400
     line = d.headline()
     assert line.startswith("decision: ship fp32/path=p25 instead of fp32/path=base: non-inferior on "
-                           "exact_match@number ↑ within 0.05 (")
+                           "exact_match@number ↑ within 0.05: delta ")
     assert "25% smaller" in line and "15% lower latency" in line and "Tango score test" in line
     # Holm across the four tested candidates, each verdict read from its adjusted p
     tested = [c for c in d.candidates if c.p_value is not None]

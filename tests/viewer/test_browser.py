@@ -159,7 +159,7 @@ def test_the_sweep_page_leads_with_the_decision_and_so_does_its_report(viewer, p
     page.open(viewer.base + f"/#/sweep/{stores['sweep'][:12]}")
     line = page.locator("#decision-line").text_content()
     assert line.startswith("decision: ship arith/candidate instead of arith/baseline: non-inferior on exact_match ↑ "
-                           "within 0.05 (delta +0.0500"), line
+                           "within 0.05: delta +0.0500"), line
     heads = page.locator("h2").all_text_contents()
     assert heads.index("Decision") < heads.index("Leaderboard")
     row = page.locator("tr.candidate").first.locator("td")
