@@ -48,7 +48,7 @@ MODES = {
                  psis=(None, 0.1, 0.2, 0.4), cont_ns=(20, 50, 100, 200, 500, 1000), boot_ns=(20, 50, 100, 200),
                  boot_draws=10_000),
 }
-DISTS = ("normal", "exp+", "exp-", "lognormal", "f1mix")
+DISTS = ("normal", "exp_right", "exp_left", "lognormal", "f1mix")
 
 
 def binary_rates(rng, n: int, margin: float, psi: float, draws: int, alpha: float) -> tuple[float, float]:
@@ -88,9 +88,9 @@ def draw_differences(rng, dist: str, size: tuple[int, int], margin: float):
     np = __import__("numpy")
     if dist == "normal":
         x = rng.standard_normal(size)
-    elif dist == "exp+":
+    elif dist == "exp_right":
         x = rng.exponential(1.0, size) - 1.0
-    elif dist == "exp-":
+    elif dist == "exp_left":
         x = 1.0 - rng.exponential(1.0, size)
     elif dist == "lognormal":
         x = rng.lognormal(0.0, 1.0, size) - math.exp(0.5)
