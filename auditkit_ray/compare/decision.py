@@ -42,7 +42,7 @@ from . import text as tx
 from .gates import Limit
 from .noninferiority import METHODS, NIResult, n_needed, noninferiority
 from .pairs import dataset_check, metric_check
-from .samples import LoadedRun, load, pair, unique_labels
+from .samples import LoadedRun, load, match_run, pair, unique_labels
 
 #: what a candidate can be preferred for: (RunResult perf attribute, the saving in words)
 PREFER = {"size": ("model_size_bytes", "smaller"), "latency": ("latency_p50_s", "lower latency"),
@@ -359,14 +359,6 @@ def ordered(decision: Decision) -> list[Candidate]:
 
 
 # ----------------------------------------------------------------------------- deciding
-def _match(spec: str, runs: Sequence[LoadedRun]) -> LoadedRun | None:
-    for r in runs:
-        if spec in (r.label, r.result.name, r.result.run_id):
-            return r
-    hits = [r for r in runs if len(spec) >= 6 and r.result.fingerprint.startswith(spec)]
-    return hits[0] if len(hits) == 1 else None
-
-
 def _figure(run: LoadedRun, axis: str) -> float | None:
     attr = PREFER[axis][0]
     v = getattr(run.result.perf, attr) if attr else None
@@ -387,7 +379,7 @@ def decide(runs: Iterable[Any], rule: Any, *, baseline: Any = None, n_resamples:
     spec = baseline if baseline is not None else rule.baseline
     if spec is None:
         raise ConfigError("decision: name the baseline run (decision.baseline in the sweep file, or --baseline)")
-    base = spec if isinstance(spec, LoadedRun) else (_match(str(spec), loaded) if isinstance(spec, str) else None)
+    base = spec if isinstance(spec, LoadedRun) else (match_run(str(spec), loaded) if isinstance(spec, str) else None)
     if base is None and (not isinstance(spec, str) or os.path.exists(spec)):  # a run given by its path or result
         base = load(spec)
     if base is not None and base not in loaded:

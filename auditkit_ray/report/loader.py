@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ..compare.samples import LoadedRun, load
+from ..compare.samples import LoadedRun, load, match_run
 from ..core.rowjson import loads as row_loads
 from ..errors import ConfigError
 from ..store.samples import try_read_samples_table
@@ -330,14 +330,6 @@ class Report:
         return out
 
 
-def _match_run(spec: str, runs: list[LoadedRun]) -> LoadedRun | None:
-    for r in runs:
-        if spec in (r.label, r.result.name, r.result.run_id):
-            return r
-    hits = [r for r in runs if len(spec) >= 6 and r.result.fingerprint.startswith(spec)]
-    return hits[0] if len(hits) == 1 else None
-
-
 def _same(a: LoadedRun, b: LoadedRun) -> bool:
     return a.result.fingerprint == b.result.fingerprint and a.result.run_id == b.result.run_id
 
@@ -385,7 +377,7 @@ def build_report(inputs: Inputs | Iterable[Any], *, metrics: Iterable[str] | Non
         elif isinstance(baseline, (str, os.PathLike)) and Path(baseline).exists():
             base = load(baseline)
         elif isinstance(baseline, str):
-            base = _match_run(baseline, runs)
+            base = match_run(baseline, runs)
             if base is None:
                 names = ", ".join(r.label for r in runs)
                 raise ConfigError(f"--baseline {baseline!r}: not a path, nor a run among {names}")

@@ -14,6 +14,7 @@ Screenshots of the 40-run report are kept under results/test-artifacts/
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 import shutil
@@ -223,6 +224,40 @@ def _devtools(chromium: str, profile: Path, url: str) -> tuple[subprocess.Popen,
     pytest.fail("chromium did not open its DevTools port", pytrace=False)
 
 
+@contextlib.contextmanager
+def _chromium_page(chromium: str, profile: Path):
+    """A headless Chromium's first page, driven over the DevTools protocol; the browser is stopped after."""
+    from websockets.sync.client import connect
+
+    proc, browser_ws = _devtools(chromium, profile, "about:blank")
+    try:
+        port = re.search(r":(\d+)/", browser_ws).group(1)
+        for _ in range(100):
+            targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
+            target = next((t for t in targets if t.get("type") == "page"), None)
+            if target:
+                break
+            time.sleep(0.1)
+        assert target, targets
+        with connect(target["webSocketDebuggerUrl"], max_size=None, open_timeout=30) as ws:
+            yield _Page(ws)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+def _keep_shots(shots: dict[str, str], tmp_path: Path) -> None:
+    """Screenshots (name -> base64 PNG) written to the test's tmp dir and kept under results/test-artifacts/."""
+    keep = Path(__file__).resolve().parents[2] / "results" / "test-artifacts"
+    keep.mkdir(parents=True, exist_ok=True)
+    for name, data in shots.items():
+        raw = base64.b64decode(data)
+        assert raw[:8] == b"\x89PNG\r\n\x1a\n" and len(raw) > 20_000, name
+        (tmp_path / name).write_bytes(raw)
+        shutil.copy(tmp_path / name, keep / name)
+        print(f"screenshot: {keep / name} (and {tmp_path / name})")
+
+
 def _overlaps(a, b, tol: float = 0.5) -> bool:
     return a[0] + tol < b[2] and b[0] + tol < a[2] and a[1] + tol < b[3] and b[1] + tol < a[3]
 
@@ -269,39 +304,17 @@ def _layout_problems(got: dict) -> list[str]:
 def test_forty_run_html_report_in_chromium_has_no_overlapping_labels_and_no_overflowing_cells(report40, grid_html, kit,
                                                                                             tmp_path):
     """One Chromium serves the 40-run report and the 6-run pruning grid (long category labels)."""
-    from websockets.sync.client import connect
 
     from auditkit_ray.report.render import render
 
     page = tmp_path / "forty.html"
     page.write_text(render(report40, "html"), encoding="utf-8")
     chromium = kit.find_chromium()
-    proc, browser_ws = _devtools(chromium, tmp_path / "profile", "about:blank")
     shots: dict[str, str] = {}
-    try:
-        port = re.search(r":(\d+)/", browser_ws).group(1)
-        for _ in range(100):
-            targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
-            target = next((t for t in targets if t.get("type") == "page"), None)
-            if target:
-                break
-            time.sleep(0.1)
-        assert target, targets
-        with connect(target["webSocketDebuggerUrl"], max_size=None, open_timeout=30) as ws:
-            p = _Page(ws)
-            got = _measure(p, page.as_uri(), shots=shots)
-            grid = _measure(p, grid_html.as_uri())
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
-    keep = Path(__file__).resolve().parents[2] / "results" / "test-artifacts"
-    keep.mkdir(parents=True, exist_ok=True)
-    for name, data in shots.items():
-        raw = base64.b64decode(data)
-        assert raw[:8] == b"\x89PNG\r\n\x1a\n" and len(raw) > 20_000, name
-        (tmp_path / name).write_bytes(raw)
-        shutil.copy(tmp_path / name, keep / name)
-        print(f"screenshot: {keep / name} (and {tmp_path / name})")
+    with _chromium_page(chromium, tmp_path / "profile") as p:
+        got = _measure(p, page.as_uri(), shots=shots)
+        grid = _measure(p, grid_html.as_uri())
+    _keep_shots(shots, tmp_path)
     for doc in (got, grid):
         assert doc["ready"] == "true" and doc["error"] is None
     charts = got["charts"]
@@ -362,7 +375,6 @@ def test_the_html_report_of_a_40_cell_sweep_leads_with_the_decision_draws_the_fr
     comes before the leaderboard; the primary metric's fronts against latency, model size and cost are drawn
     with the recommended run and the baseline marked; no two chart labels overlap and no cell overflows.
     Screenshots of the top of the page and of the fronts are kept under results/test-artifacts/."""
-    from websockets.sync.client import connect
 
     from auditkit_ray.report.render import render
 
@@ -373,35 +385,14 @@ def test_the_html_report_of_a_40_cell_sweep_leads_with_the_decision_draws_the_fr
     page = tmp_path / "forty-decided.html"
     page.write_text(render(report, "html"), encoding="utf-8")
     chromium = kit.find_chromium()
-    proc, browser_ws = _devtools(chromium, tmp_path / "profile", "about:blank")
     shots: dict[str, str] = {}
-    try:
-        port = re.search(r":(\d+)/", browser_ws).group(1)
-        for _ in range(100):
-            targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
-            target = next((t for t in targets if t.get("type") == "page"), None)
-            if target:
-                break
-            time.sleep(0.1)
-        assert target, targets
-        with connect(target["webSocketDebuggerUrl"], max_size=None, open_timeout=30) as ws:
-            p = _Page(ws)
-            got = _measure(p, page.as_uri())
-            measured = p.call("Runtime.evaluate", expression=DECISION_JS, returnByValue=True)
-            layout = json.loads(measured["result"]["value"])
-            shots["forty-decision-top.png"] = p.call("Page.captureScreenshot", format="png")["data"]
-            p.call("Runtime.evaluate", expression="document.getElementById('fronts').scrollIntoView()")
-            shots["forty-decision-fronts.png"] = p.call("Page.captureScreenshot", format="png")["data"]
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
-    keep = Path(__file__).resolve().parents[2] / "results" / "test-artifacts"
-    keep.mkdir(parents=True, exist_ok=True)
-    for name, data in shots.items():
-        raw = base64.b64decode(data)
-        assert raw[:8] == b"\x89PNG\r\n\x1a\n" and len(raw) > 20_000, name
-        (keep / name).write_bytes(raw)
-        print(f"screenshot: {keep / name}")
+    with _chromium_page(chromium, tmp_path / "profile") as p:
+        got = _measure(p, page.as_uri())
+        layout = json.loads(p.call("Runtime.evaluate", expression=DECISION_JS, returnByValue=True)["result"]["value"])
+        shots["forty-decision-top.png"] = p.call("Page.captureScreenshot", format="png")["data"]
+        p.call("Runtime.evaluate", expression="document.getElementById('fronts').scrollIntoView()")
+        shots["forty-decision-fronts.png"] = p.call("Page.captureScreenshot", format="png")["data"]
+    _keep_shots(shots, tmp_path)
     assert got["ready"] == "true" and got["error"] is None
     # the decision leads: its line under the title, on the first screen; its section first in the page
     assert layout["lineText"] == d.headline() and layout["lineText"].startswith("decision: ship ")
