@@ -14,6 +14,7 @@ from .api import (
     as_run_spec,
     build_report,
     compare,
+    decide,
     evaluate,
     evaluate_many,
     experiment_db,
@@ -60,8 +61,8 @@ from .errors import AuditKitError, ConfigError, DataError, GateFailed, MissingEx
 __all__ = [
     "REPORT_FORMATS", "AuditKitError", "ConfigError", "DataError", "Direction", "GateFailed", "Generation", "Metric",
     "MissingEvidence", "MissingExtraError", "ResultFormatError", "RunResult", "Sample", "Score", "Status",
-    "SweepPlan", "ToolCall", "Validation", "__version__", "as_run_spec", "build_report", "compare", "evaluate",
-    "evaluate_many", "experiment_db", "format_run", "generate", "init_project", "k8s_dump", "k8s_render",
+    "SweepPlan", "ToolCall", "Validation", "__version__", "as_run_spec", "build_report", "compare", "decide",
+    "evaluate", "evaluate_many", "experiment_db", "format_run", "generate", "init_project", "k8s_dump", "k8s_render",
     "k8s_submit", "leaderboard", "list_metrics", "lmeval", "load_config", "load_run", "load_sweep", "open_store",
     "query_runs", "register_metric", "render_report", "rescore", "rescore_spec", "run_fingerprint", "samples_table",
     "schema", "show_run", "sweep", "sweep_plan", "sync_runs", "validate",

@@ -33,13 +33,13 @@ REPORT_FORMATS = ("text", "md", "junit", "html", "json", "badge")
 
 __all__ = [
     "REPORT_FORMATS", "STARTER_RUN_FILE", "STARTER_SWEEP_FILE", "SweepPlan", "Validation", "as_run_spec",
-    "build_report", "compare", "evaluate", "evaluate_many", "experiment_db", "format_run", "generate", "init_project",
-    "k8s_dump", "k8s_render", "k8s_submit", "leaderboard", "list_metrics", "lmeval", "load_config", "load_run",
-    "load_sweep", "open_store", "parse_assignments", "parse_max_regression", "query_runs", "render_report", "rescore",
-    "rescore_spec", "resolve_report_input", "resolve_run", "results_browser", "run_fingerprint", "samples_table",
-    "schema", "scrub_secrets", "shard_status", "show_run", "sweep", "sweep_plan", "sync_runs", "use_color", "validate",
-    "cell_start_status", "cluster_up", "cluster_down", "cluster_status", "evict", "prefer_warm_cluster",
-    "prefer_resident",
+    "build_report", "compare", "decide", "decision_rule", "evaluate", "evaluate_many", "experiment_db", "format_run",
+    "generate", "init_project", "k8s_dump", "k8s_render", "k8s_submit", "leaderboard", "list_metrics", "lmeval",
+    "load_config", "load_run", "load_sweep", "open_store", "parse_assignments", "parse_max_regression", "query_runs",
+    "render_report", "rescore", "rescore_spec", "resolve_report_input", "resolve_run", "results_browser",
+    "run_fingerprint", "samples_table", "schema", "scrub_secrets", "shard_status", "show_run", "sweep", "sweep_plan",
+    "sync_runs", "use_color", "validate", "cell_start_status", "cluster_up", "cluster_down", "cluster_status",
+    "evict", "prefer_warm_cluster", "prefer_resident",
 ]
 
 
@@ -108,7 +108,10 @@ def validate(path: str | os.PathLike, *, read_data: bool = True, overrides: Sequ
     from .config import load_config as _load
     from .pipeline.identity import run_fingerprint as _fp
 
-    spec = as_run_spec(path, overrides=overrides, limit=limit) if overrides or limit is not None else _load(path)
+    if _is_sweep_file(path) and (overrides or limit is not None):
+        spec = load_sweep(path, overrides=overrides, limit=limit)[0]
+    else:
+        spec = as_run_spec(path, overrides=overrides, limit=limit) if overrides or limit is not None else _load(path)
     runs = [spec] if isinstance(spec, RunSpec) else expand(spec, source=str(path))
     _check_models(runs, str(path), sweep=not isinstance(spec, RunSpec))
     datasets: dict[str, int] = {}
@@ -124,6 +127,12 @@ def validate(path: str | os.PathLike, *, read_data: bool = True, overrides: Sequ
         return Validation("run", spec.name, fingerprint=_fp(spec), backend=spec.model.type, metrics=len(spec.metrics),
                           datasets=where)
     return Validation("sweep", spec.name, runs=[(r.name, _fp(r)) for r in runs], datasets=where)
+
+
+def _is_sweep_file(path: Any) -> bool:
+    from .config.loader import is_sweep, read_document
+
+    return isinstance(path, (str, os.PathLike)) and is_sweep(read_document(path)[0])
 
 
 def _check_models(runs: list[Any], path: str, *, sweep: bool) -> None:
@@ -250,15 +259,19 @@ def rescore(run: str | os.PathLike, *, metrics: Sequence[str] | None = None, con
     return evaluate(rescore_spec(run, metrics, config), address=address, progress=progress)
 
 
-def load_sweep(spec: Any, *, store: str | None = None) -> tuple[SweepSpec, str, Any]:
+def load_sweep(spec: Any, *, store: str | None = None, overrides: Sequence[str] | None = None,
+               limit: int | None = None) -> tuple[SweepSpec, str, Any]:
     """``(sweep, source, lines)`` from a SweepSpec, a dict or a sweep file
     (``lines`` maps config paths to file lines for messages); ``store``
-    overrides the base run's ``store.path``."""
+    overrides the base run's ``store.path``; ``overrides`` (``--set KEY=VALUE``) and ``limit`` (the first N
+    samples of every run) apply to the base as if the file held them (a grid key that sets the same field wins),
+    so they enter every run's fingerprint."""
     from pydantic import ValidationError
 
     from .config import load_sweep_spec
-    from .config.loader import read_document
+    from .config.loader import parse_overrides, read_document
     from .config.models import SweepSpec
+    from .config.sweep import set_path
 
     if isinstance(spec, SweepSpec):
         sweep, source, lines = spec.model_copy(deep=True), "<sweep>", None
@@ -274,6 +287,17 @@ def load_sweep(spec: Any, *, store: str | None = None) -> tuple[SweepSpec, str, 
         raise ConfigError(f"expected a SweepSpec, a dict or a path to a sweep file, not {type(spec).__name__}")
     if store:
         sweep.base.setdefault("store", {})["path"] = store
+    sets = parse_overrides(list(overrides or []))
+    flags = [f"--set {k}" for k, _ in sets]
+    if limit is not None:
+        if limit < 1:
+            raise ConfigError(f"--limit {limit}: give a positive number of samples")
+        sets.append(("dataset.limit", int(limit)))
+        flags.append("--limit")
+    for key, value in sets:
+        set_path(sweep.base, key, value)
+    if flags:
+        source = f"{source} (with {', '.join(flags)})"
     return sweep, source, lines
 
 
@@ -294,12 +318,13 @@ class SweepPlan:
         return describe(self.name, self.fingerprint, self.cells, self.cluster_gpus)
 
 
-def sweep_plan(spec: Any, *, address: str | None = None, store: str | None = None) -> SweepPlan:
+def sweep_plan(spec: Any, *, address: str | None = None, store: str | None = None,
+               overrides: Sequence[str] | None = None, limit: int | None = None) -> SweepPlan:
     """The dry run of a sweep: its runs, model cells and finished shards, without running anything.
-    With ``address``, the cluster is asked how many GPUs it has."""
+    With ``address``, the cluster is asked how many GPUs it has; ``overrides``/``limit`` as ``load_sweep``."""
     from .pipeline.sweep import plan_sweep
 
-    sweep_spec, source, lines = load_sweep(spec, store=store)
+    sweep_spec, source, lines = load_sweep(spec, store=store, overrides=overrides, limit=limit)
     fp, cells = plan_sweep(sweep_spec, source=source, lines=lines)
     gpus = None
     if address:
@@ -311,16 +336,21 @@ def sweep_plan(spec: Any, *, address: str | None = None, store: str | None = Non
 
 def sweep(spec: Any, *, address: str | None = None, progress: bool = False, store: str | None = None,
           fail_fast: bool = False, events: str | os.PathLike | None = None,
-          on_event: Callable[[dict[str, Any]], None] | None = None) -> SweepResult:
+          on_event: Callable[[dict[str, Any]], None] | None = None, overrides: Sequence[str] | None = None,
+          limit: int | None = None, decision: Mapping[str, Any] | None = None) -> SweepResult:
     """Run every run of a sweep on Ray (one model load per model cell; finished shards are reused).
     A cell that fails does not stop the others (``fail_fast``: no cell starts after it, and the result's
     ``skipped`` lists those left); the result's ``failed`` lists them with their reasons (a checkpoint that is
     not found fails its cell too), and running the sweep again redoes only those and the unfinished.
     ``events``: a JSON Lines file the sweep's events are appended to; ``on_event``: called with each
-    (``auditkit_ray.pipeline.sweep`` describes both and the manifest)."""
+    (``auditkit_ray.pipeline.sweep`` describes both and the manifest). ``overrides``/``limit``: as
+    ``load_sweep``. ``decision``: fields of the decision (``metric``, ``margin``, ``baseline``, ``confidence``,
+    ``prefer``, ``method``) over the file's ``decision:`` section; the rule is checked before anything runs and
+    kept with the sweep (``sweep.json``), so its reports lead with it."""
     from .pipeline.sweep import run_sweep
 
-    sweep_spec, source, _ = load_sweep(spec, store=store)
+    sweep_spec, source, _ = load_sweep(spec, store=store, overrides=overrides, limit=limit)
+    sweep_spec.decision = _sweep_decision(sweep_spec, source, decision)
     return run_sweep(sweep_spec, address=address, progress=progress, source=source, fail_fast=fail_fast,
                      events=os.fspath(events) if events is not None else None, on_event=on_event)
 
@@ -331,6 +361,45 @@ def cell_start_status(event: dict[str, Any]) -> str:
     from .pipeline.sweep import cell_start_status as _status
 
     return _status(event)
+
+
+def _sweep_decision(sweep_spec: Any, source: str, flags: Mapping[str, Any] | None) -> Any:
+    """The sweep's decision rule with ``flags`` over it, checked against the sweep's runs before it runs."""
+    from .compare.decision import merge_rule
+    from .config import expand
+    from .config.models import DecisionSpec
+
+    stored = sweep_spec.decision.model_dump(mode="json") if sweep_spec.decision is not None else None
+    rule = merge_rule(stored, **dict(flags or {}))
+    if rule is None:
+        return None
+    if not rule.baseline:
+        raise ConfigError(f"{source}: the decision needs a baseline run (decision.baseline, or --baseline NAME)")
+    names = [r.name for r in expand(sweep_spec, source=source)]
+    if rule.baseline not in names and not (len(rule.baseline) >= 6 and all(ch in "0123456789abcdef"
+                                                                             for ch in rule.baseline)):
+        raise ConfigError(f"{source}: decision baseline {rule.baseline!r} is not a run of the sweep (runs: "
+                          f"{', '.join(names)})")
+    return DecisionSpec.model_validate(rule.to_dict())
+
+
+def decision_rule(stored: Any = None, **flags: Any) -> Any:
+    """A decision rule (``compare.DecisionRule``) from a stored one (a sweep file's section, a mapping) with the
+    command line's fields over it (``metric``, ``margin``, ``baseline``, ``confidence``, ``prefer``, ``method``;
+    None leaves a field as stored); None when neither asks for a decision."""
+    from .compare.decision import merge_rule
+
+    return merge_rule(stored, **flags)
+
+
+def decide(runs: Sequence[Any], rule: Any, **options: Any) -> Any:
+    """Which run to ship: each run against the rule's baseline by a one-sided non-inferiority test on the
+    primary metric (paired, direction-aware, Holm across candidates), and the preferred qualifying one
+    (``compare.decision``). ``options``: ``baseline`` (over the rule's), ``failed_cells``, ``n_resamples``,
+    ``seed``."""
+    from .compare.decision import decide as _decide
+
+    return _decide([resolve_run(r) for r in runs], rule, **options)
 
 
 def shard_status(event: dict[str, Any]) -> str:

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from .. import api
-from ..errors import EXIT_OK
+from ..errors import EXIT_OK, ConfigError, GateFailed
 from .output import emit
 
 
@@ -29,17 +29,77 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def decision_flags(args: argparse.Namespace, baseline: str | None = None) -> dict[str, Any]:
+    """The decision's fields the command line sets (``--primary``, ``--margin``, ``--prefer``,
+    ``--decision-confidence``, ``--ni-method``; ``baseline``), to go over a sweep's stored rule."""
+    return {"metric": args.primary, "margin": args.margin, "prefer": args.prefer, "method": args.ni_method,
+            "confidence": args.decision_confidence, "baseline": baseline}
+
+
+def require_candidate(decision: Any, args: argparse.Namespace) -> None:
+    """``--require-candidate``: GateFailed (exit 1) naming the closest candidate and its bound when none qualifies."""
+    if not getattr(args, "require_candidate", False):
+        return
+    if decision is None:
+        raise ConfigError("--require-candidate needs a decision: --primary METRIC --margin X (or a sweep file's "
+                          "decision: section)")
+    if not decision.ok:
+        raise GateFailed("--require-candidate: " + decision.headline().removeprefix("decision: "))
+
+
+def ordered_metrics(primary: str | None, metrics: list[str] | None) -> list[str] | None:
+    """The metrics with the primary one first (None: every metric, in the runs' order)."""
+    if primary is None:
+        return metrics
+    return [primary] + [m for m in metrics or [] if m != primary] if metrics else None
+
+
 def cmd_leaderboard(args: argparse.Namespace) -> int:
-    """``auditkit-ray leaderboard RUN...``: rank runs per metric; exit 1 when a gate fails."""
+    """``auditkit-ray leaderboard RUN...``: rank runs per metric, led by the decision when one is asked for; exit
+    1 when a gate fails or ``--require-candidate`` finds no qualifying run."""
+    rule = api.decision_rule(None, **decision_flags(args, args.baseline)) if args.margin is not None else None
+    if rule is None and args.require_candidate:
+        require_candidate(None, args)
+    metrics = ordered_metrics(args.primary, args.metric)
     board = api.leaderboard(
-        args.runs, metrics=args.metric or None, confidence=args.confidence, binary_ci=args.binary_ci, alpha=args.alpha,
+        args.runs, metrics=metrics, confidence=args.confidence, binary_ci=args.binary_ci, alpha=args.alpha,
         n_resamples=args.resamples, seed=args.seed, cost_axis=args.cost_axis, quality=args.quality or None,
         baseline=args.baseline, **gate_options(args),
     )
-    text = json.dumps(board.to_dict(), indent=2, ensure_ascii=False) if args.json else None
-    emit(text if text is not None else board.format(pairwise=args.pairwise))
+    if args.primary is not None and metrics is None:  # every metric, the primary one first
+        board.metrics = {args.primary: board.metrics[args.primary]} | board.metrics
+    decision = api.decide(args.runs, rule, n_resamples=args.resamples, seed=args.seed) if rule else None
+    if args.json:
+        emit(json.dumps(board.to_dict() | ({"decision": decision.to_dict()} if decision else {}), indent=2,
+                        ensure_ascii=False))
+    else:
+        emit((decision.format() + "\n\n" if decision else "") + board.format(pairwise=args.pairwise)
+             + ("\n" + decision.headline() if decision else ""))
     board.raise_for_failures()
+    require_candidate(decision, args)
     return EXIT_OK
+
+
+def add_decision_args(q: argparse.ArgumentParser, *, stored: bool = False) -> None:
+    """The decision's flags (sweep, leaderboard, report); ``stored``: the command reads a rule a sweep file or
+    directory may hold, which they go over."""
+    over = " (over the sweep's decision: section)" if stored else ""
+    q.add_argument("--primary", default=None, metavar="METRIC",
+                   help="the metric that matters (exact_match@number): ranks first everywhere, and the decision "
+                        "tests it" + over)
+    q.add_argument("--margin", default=None, metavar="X",
+                   help="decide which run to ship: a candidate within X of the baseline (absolute, 0.02, or "
+                        "relative, 2%%) by a one-sided paired non-inferiority test, Holm across candidates" + over)
+    q.add_argument("--prefer", default=None, metavar="LIST",
+                   help="among non-inferior runs prefer, in order: size, latency, cost, quality (default "
+                        "size,latency,cost)")
+    q.add_argument("--decision-confidence", type=float, default=None, metavar="C",
+                   help="one-sided confidence of the decision (default 0.95: alpha 0.05)")
+    q.add_argument("--ni-method", choices=["auto", "tango", "t", "bootstrap-t"], default=None,
+                   help="the non-inferiority test (auto: Tango's score test for 0/1 scores, the studentized "
+                        "bootstrap otherwise)")
+    q.add_argument("--require-candidate", action="store_true",
+                   help="exit 1 when no candidate is non-inferior (naming the closest and its bound)")
 
 
 def add_gate_args(q: argparse.ArgumentParser) -> None:
@@ -98,10 +158,11 @@ def add_parsers(sub: Any) -> None:
     lb.add_argument("--quality", action="append", metavar="METRIC",
                     help="metric(s) for the Pareto front (default: all)")
     lb.add_argument("--baseline", default=None, metavar="FILE",
-                    help="baseline run: each run's paired test against it, and --max-regression")
+                    help="baseline run: each run's paired test against it, --max-regression, and the decision")
     lb.add_argument("--pairwise", action="store_true",
                     help="also print the full matrix of Holm-adjusted pairwise p-values (always in --json)")
     _add_selection_args(lb)
     add_stats_args(lb)
     add_gate_args(lb)
+    add_decision_args(lb)
     lb.set_defaults(handler=cmd_leaderboard)

@@ -14,12 +14,13 @@ from typing import Any
 
 from .. import api
 from ..errors import EXIT_OK, ConfigError
-from .compare import add_gate_args, add_stats_args, gate_options
+from .compare import add_decision_args, add_gate_args, add_stats_args, decision_flags, gate_options, require_candidate
 from .output import write_output
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """``auditkit-ray report RUN...``: write a report, then exit 1 when a gate fails."""
+    """``auditkit-ray report RUN...``: write a report (led by the decision when a sweep's rule or ``--margin`` asks
+    for one), then exit 1 when a gate fails or ``--require-candidate`` finds no qualifying run."""
     if args.resamples < 1:
         raise ConfigError("--resamples must be at least 1")
     if args.samples < 0:
@@ -28,7 +29,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         args.runs, stores=args.store, metrics=args.metric or None, baseline=args.baseline, title=args.title,
         **gate_options(args),
         confidence=args.confidence, alpha=args.alpha, n_resamples=args.resamples, seed=args.seed,
-        cost_axis=args.cost_axis,
+        cost_axis=args.cost_axis, decision=decision_flags(args, args.baseline), primary=args.primary,
     )
     fmt = args.format
     color = fmt == "text" and not args.output and api.use_color(sys.stdout)
@@ -41,6 +42,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
     report.board.raise_for_failures()  # GateFailed -> exit 1, reasons on stderr
+    require_candidate(report.decision, args)
     return EXIT_OK
 
 
@@ -79,4 +81,5 @@ def add_parsers(sub: Any) -> None:
                    help="quality-vs-cost axis: auto, cost, latency_p50_s, model_size_bytes, tokens, wall_s, ...")
     add_gate_args(r)  # --max-regression needs --baseline here
     add_stats_args(r)
+    add_decision_args(r, stored=True)
     r.set_defaults(handler=cmd_report)

@@ -61,10 +61,10 @@ def add_common(q: argparse.ArgumentParser, *, store: bool = True) -> None:
                         "resident models, `evict` frees them)")
 
 
-def add_overrides(q: argparse.ArgumentParser) -> None:
-    """``--set KEY=VALUE`` and ``--limit N`` (lm-eval's habits)."""
+def add_overrides(q: argparse.ArgumentParser, on: str = "the file") -> None:
+    """``--set KEY=VALUE`` and ``--limit N`` (lm-eval's habits); ``on``: what they apply to, for the help."""
     q.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a field of the file (generation.temperature=0.7; repeatable); it enters the "
+                   help=f"override a field of {on} (generation.temperature=0.7; repeatable); it enters the "
                         "fingerprint as the file would")
     q.add_argument("--limit", type=int, default=None, metavar="N",
                    help="only the first N samples (dataset.limit; part of the fingerprint)")

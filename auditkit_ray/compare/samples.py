@@ -147,6 +147,16 @@ def load(run: Any) -> LoadedRun:
     raise ConfigError(f"expected a RunResult or a path to a result.json or run directory, not {type(run).__name__}")
 
 
+def match_run(spec: str, runs: list[LoadedRun]) -> LoadedRun | None:
+    """The run ``spec`` names among ``runs``: its label, name or run id, else a unique fingerprint prefix of six
+    or more characters."""
+    for r in runs:
+        if spec in (r.label, r.result.name, r.result.run_id):
+            return r
+    hits = [r for r in runs if len(spec) >= 6 and r.result.fingerprint.startswith(spec)]
+    return hits[0] if len(hits) == 1 else None
+
+
 def unique_labels(runs: list[LoadedRun]) -> None:
     """Make labels distinct: a repeated name gains its run id prefix, then an index."""
     seen: dict[str, int] = {}

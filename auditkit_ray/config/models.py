@@ -18,7 +18,7 @@ from ..core.backends import on_backends_changed, settings_union
 from ..core.strict import Strict
 
 __all__ = [
-    "AnnotatorSpec", "BackendSpec", "DatasetSpec", "ExecutionSpec", "ExperimentSpec", "FewShotSpec",
+    "AnnotatorSpec", "BackendSpec", "DatasetSpec", "DecisionSpec", "ExecutionSpec", "ExperimentSpec", "FewShotSpec",
     "GenerationSettings", "MetricSpec", "ModelAnnotator", "PromptSpec", "RegexAnnotator", "RetrievalSpec", "RunSpec",
     "Strict", "StoreSpec", "StripReasoningAnnotator", "SweepSpec", "TakeFirstAnnotator", "TrackingSpec",
 ]
@@ -381,18 +381,62 @@ class RunSpec(Strict):
         return self
 
 
+_MARGIN = r"^\s*(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?\s*%\s*$"
+
+
+class DecisionSpec(Strict):
+    """Which checkpoint to ship (docs/concepts.md, "Decisions"): each run of the sweep against the baseline by
+    a one-sided non-inferiority test on the primary metric, Holm-adjusted across candidates, and the preferred
+    one among those that qualify. Not part of any fingerprint: it reads results, it changes none."""
+
+    metric: str = Field(description="the primary metric, as results name it (`exact_match@number`); the reports "
+                                    "rank by it")
+    baseline: str | None = Field(None, description="the run to replace, by its name in the sweep "
+                                                   "(`fp32/path=word-problems`); `--baseline` overrides it")
+    margin: float | str = Field(description="how much worse a candidate may be and still count: absolute in the "
+                                            "metric's units (`0.02`), or relative to the baseline's mean (`2%`)")
+    confidence: float = Field(0.95, gt=0.5, lt=1, description="one-sided confidence: alpha = 1 - confidence")
+    prefer: list[Literal["size", "latency", "cost", "quality"]] = Field(
+        default_factory=lambda: ["size", "latency", "cost"], min_length=1,
+        description="among non-inferior candidates, the order of preference: smallest model, lowest latency "
+                    "(p50), lowest cost, best primary metric")
+    method: Literal["auto", "tango", "t", "bootstrap-t"] = Field(
+        "auto", description="auto: Tango's score test for 0/1 scores, the studentized bootstrap otherwise")
+
+    @field_validator("prefer", mode="before")
+    @classmethod
+    def _prefer_text(cls, v: Any) -> Any:
+        return [p.strip() for p in v.split(",") if p.strip()] if isinstance(v, str) else v
+
+    @field_validator("margin")
+    @classmethod
+    def _margin(cls, v: Any) -> Any:
+        import math
+        import re
+
+        if isinstance(v, str):
+            if not re.match(_MARGIN, v) or float(v.strip().rstrip("%").strip()) <= 0:
+                raise ValueError(f"{v!r} is not a positive number or percentage (0.02 or 2%)")
+            return v.strip()
+        if not math.isfinite(v) or v <= 0:
+            raise ValueError(f"{v!r} must be a positive number (the margin in the metric's units)")
+        return v
+
+
 class SweepSpec(Strict):
     """A grid (and explicit lists) over run settings, expanded into runs.
 
     ``base`` is a run file's content; ``grid`` maps dotted paths
     (``model.path``, ``generation.temperature``) to lists of values whose
     cartesian product is taken; ``runs`` lists explicit overrides, each
-    crossed with the grid."""
+    crossed with the grid; ``decision`` says which run to ship."""
 
     name: str = "sweep"
     base: dict[str, Any]
     grid: dict[str, list[Any]] = Field(default_factory=dict)
     runs: list[dict[str, Any]] = Field(default_factory=list)
+    decision: DecisionSpec | None = Field(None, description="which run to ship instead of the baseline (a "
+                                                            "non-inferiority test; docs/concepts.md)")
 
     @field_validator("grid")
     @classmethod

@@ -107,4 +107,9 @@ def expand(sweep: SweepSpec, source: str = "<sweep>", lines: Any = None) -> list
     dup = {n for n in names if names.count(n) > 1}
     if dup:
         raise ConfigError(f"{source}: sweep expands to runs with the same name: {sorted(dup)}")
+    base = sweep.decision.baseline if sweep.decision is not None else None
+    if base is not None and base not in names:
+        at = lines.lines.line(("decision", "baseline"))
+        raise ConfigError(f"{source}{f':{at}' if at else ''}: decision.baseline {base!r} is not a run of "
+                          f"the sweep (runs: {', '.join(names)})")
     return runs

@@ -26,6 +26,7 @@ from::
 
     name, fingerprint, updated_at, state ("running" | "complete" | "failed"),
     cluster_gpus, gpu_occupancy (busy GPU-seconds / (cluster GPUs x wall), null until the end),
+    decision (the sweep's decision rule, ``config.models.DecisionSpec``, or null; sweep.json holds it too),
     runs: [{name, fingerprint, cell, state ("pending" | "running" | "complete" | "failed" | "skipped"),
             result (URI|null), reason (null unless failed or skipped)}],
     cells: [{name, state ("queued" | "loading" | "running" | "done" | "failed" | "skipped"), reason (one line,
@@ -116,6 +117,8 @@ class SweepResult:
     manifest_uri: str | None = None
     gpu_occupancy: float | None = None
     wall_s: float = 0.0
+    #: the decision rule the sweep ran with (``DecisionSpec`` as a mapping), or None
+    decision: dict[str, Any] | None = None
 
     @property
     def failed(self) -> list[dict[str, Any]]:
@@ -265,7 +268,7 @@ class _Sweep:
         with self.lock:
             doc = {
                 "name": self.sweep.name, "fingerprint": self.fp, "updated_at": time.time(), "state": self.state,
-                "cluster_gpus": self.cluster_gpus, "gpu_occupancy": self.occupancy,
+                "cluster_gpus": self.cluster_gpus, "gpu_occupancy": self.occupancy, "decision": _rule(self.sweep),
                 "runs": [
                     {"name": p.spec.name, "fingerprint": p.layout.run_fp, "cell": c.name,
                      "state": self.run_states.get(p.layout.run_fp, "pending"),
@@ -420,12 +423,18 @@ def run_sweep(sweep: SweepSpec, *, address: str | None = None, progress: bool = 
             end_run(t.mlflow_uri, parent, "FAILED" if sw.state == "failed" else "FINISHED")
     ordered = [sw.results[p.layout.run_fp] for c in cells for p in c.plans if p.layout.run_fp in sw.results]
     out = SweepResult(name=sweep.name, fingerprint=sweep_fp, runs=ordered, manifest_uri=sw.manifest,
-                      cells=[c.entry() for c in cells], gpu_occupancy=sw.occupancy, wall_s=time.time() - sw.t0)
+                      cells=[c.entry() for c in cells], gpu_occupancy=sw.occupancy, wall_s=time.time() - sw.t0,
+                      decision=_rule(sweep))
     sw.store.replace(f"sweeps/{sweep_fp}/sweep.json", json.dumps({
         "name": sweep.name, "fingerprint": sweep_fp, "cells": out.cells, "gpu_occupancy": out.gpu_occupancy,
-        "runs": [{"name": r.name, "fingerprint": r.fingerprint} for r in ordered],
+        "decision": out.decision, "runs": [{"name": r.name, "fingerprint": r.fingerprint} for r in ordered],
     }, indent=2).encode())
     return out
+
+
+def _rule(sweep: SweepSpec) -> dict[str, Any] | None:
+    """The sweep's decision rule as stored with it (it reads results; it is in no fingerprint)."""
+    return sweep.decision.model_dump(mode="json") if sweep.decision is not None else None
 
 
 def _run_cell(sw: _Sweep, cell: Cell, address: str | None, parent: str | None) -> None:

@@ -4,7 +4,8 @@ A :class:`ResultsBrowser` answers the viewer's questions over the configured
 stores (local directories or ``s3://``) and, optionally, an ExperimentDB: the
 run history with filters, one run's summary, a page of its per-sample table
 (filtered server-side), the diff of two runs and a sweep's leaderboard and
-report. Every answer is a plain JSON-able value with secrets redacted.
+report, led by the decision the sweep ran with (its ``decision`` rule, when it has one). Every answer is a plain
+JSON-able value with secrets redacted.
 
 Runs are addressed by fingerprint only (hex, matched against the stores'
 listings), never by a path from the caller, so nothing outside the stores is
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..compare import compare, leaderboard
+from ..compare.decision import decide
 from ..compare.report import jsonable
 from ..core.result import RunResult
 from ..core.secrets import MASK, is_secret_key, redact, remember_secret, scrub_text
@@ -390,17 +392,33 @@ class ResultsBrowser:
         return sfp, doc, results, cells
 
     def sweep(self, ref: str) -> dict[str, Any]:
-        """A sweep's cells and, once a run has finished, its leaderboard (intervals, winners, paired tests, cost)."""
+        """A sweep's cells and, once a run has finished, its leaderboard (intervals, winners, paired tests, cost),
+        the primary metric first, and the decision (``compare.decision``) when the sweep ran with a rule."""
         sfp, doc, results, cells = self._sweep(ref)
-        board = leaderboard(results, n_resamples=RESAMPLES).to_dict() if results else None
-        return safe({"fingerprint": sfp, "name": doc.get("name") or sfp, "cells": cells, "leaderboard": board})
+        rule = doc.get("decision") if isinstance(doc.get("decision"), dict) else None
+        metrics = None
+        if rule and results:
+            have = list(dict.fromkeys(m for r in results for m in r.metrics))
+            if rule.get("metric") in have:
+                metrics = [rule["metric"]] + [m for m in have if m != rule["metric"]]
+        board = leaderboard(results, n_resamples=RESAMPLES, metrics=metrics).to_dict() if results else None
+        decision = None
+        if rule and results:
+            try:
+                decision = decide(results, rule, n_resamples=RESAMPLES, failed_cells=doc.get("cells")).to_dict()
+            except ConfigError as exc:  # a rule the runs cannot answer (its baseline missing): said, not a 500
+                decision = {"headline": f"decision: none: {exc}", "candidates": [], "ok": False}
+        return safe({"fingerprint": sfp, "name": doc.get("name") or sfp, "cells": cells, "leaderboard": board,
+                     "decision": decision})
 
     def sweep_report(self, ref: str) -> str:
         """The sweep's HTML report (the one ``auditkit-ray report --format html`` writes), over redacted runs."""
         sfp, doc, results, _ = self._sweep(ref)
         if not results:
             raise NotFound(f"sweep {sfp[:12]} has no finished run yet")
-        report = build_report(results, title=str(doc.get("name") or sfp), n_resamples=RESAMPLES)
+        rule = doc.get("decision") if isinstance(doc.get("decision"), dict) else None
+        report = build_report(results, title=str(doc.get("name") or sfp), n_resamples=RESAMPLES,
+                              decision=rule or False)
         return scrub_text(render(report, "html"))
 
 

@@ -1,16 +1,19 @@
 """A self-contained HTML report: one file, inline CSS, inline SVG and a small
 inline script; nothing is fetched (no CDN, no fonts, no images by URL).
 
-The banner states what decided the result: the gates set and how they went
+The banner states what decided the result: which run to ship (when a decision
+rule asked: its line leads the page, and its section, every candidate's
+verdict, comes first), the gates set and how they went
 (without a gate the grades are advisory), the grading rule (thresholds read
 with the paired test: a change that is not significant is ``n.s.``), and the
 failed cells of a sweep, which get a section with their reasons.
 
-Sections: failed cells, regressions against the baseline and gates (when given), a
-leaderboard sortable by any column (click a header; ``#sort=<column>[:asc|desc]``
+Sections: the decision, failed cells, regressions against the baseline and gates (when given), a
+leaderboard ranked by the primary metric and sortable by any column (click a header; ``#sort=<column>[:asc|desc]``
 in the URL sorts on load), a chart per metric with its intervals, retention
 curves across the grid the runs span (``grid.detect_grid``), quality against
-cost with the Pareto front, a per-sample drill-down (the worst samples of
+cost with the Pareto fronts (the primary metric against latency, model size and
+cost side by side, the recommended run and the baseline marked), a per-sample drill-down (the worst samples of
 each run and the samples newly wrong against the reference run, with the
 raw and the extracted answer), and each run's configuration and
 fingerprints. Per metric, the matrix of Holm-adjusted pairwise p-values is a
@@ -82,7 +85,8 @@ svg.chart .mark.best .dot{fill:var(--accent)}
 svg.chart .mark.front .dot{fill:var(--good)}
 svg.chart .series{fill:none;stroke-width:2}
 svg.chart .front-line{fill:none;stroke:var(--good);stroke-width:1.6;stroke-dasharray:5 3}
-svg.chart .point-label{font-size:11px;fill:var(--muted)}
+svg.chart .point-label{font-size:11px;fill:var(--muted);paint-order:stroke;stroke:#fff;stroke-width:3px;
+  stroke-linejoin:round}
 svg.chart .mark.hl .dot{stroke:#000;stroke-width:2.5}
 svg.chart .mark.hl .label,svg.chart .mark.hl .point-label{font-weight:700;fill:#000}
 pre{white-space:pre-wrap;word-break:break-word;margin:0;
@@ -108,6 +112,15 @@ table.heat.dense td.hm{min-width:16px;height:16px;padding:0}
 table.heat th.rowhead{text-align:left;font-weight:400}
 table.heat th.colhead{font-size:11px;padding:2px 3px;text-align:center}
 svg.chart .legend-label{font-size:12px}
+.ship{font-size:15px;font-weight:600;margin:10px 0 2px;padding:8px 12px;border-left:4px solid var(--good);
+  background:#dafbe1;max-width:1200px}
+.ship.keep{border-left-color:var(--warn);background:#fff8c5}
+tr.recommended td{background:#dafbe1}
+td.nowrap{white-space:nowrap}
+td.v-non-inferior{color:var(--good);font-weight:600}td.v-inferior{color:var(--bad);font-weight:600}
+td.v-inconclusive{color:var(--warn)}td.v-not-comparable{color:var(--muted)}
+svg.chart .mark.recommended .dot{fill:var(--good);stroke:#000;stroke-width:2}
+svg.chart .mark.baseline .dot{fill:#fff;stroke:var(--fg);stroke-width:2}
 """
 
 JS = r"""
@@ -277,9 +290,13 @@ def _header(report: Any) -> list[str]:
     out = ["<header>", f"<h1>auditkit-ray report: {e(report.title)}</h1>", f'<p class="meta">{" · ".join(bits)}</p>',
            f'<p class="meta">generated {e(report.generated_at)} by auditkit-ray {e(__version__)}</p>',
            " ".join(pills)]
+    if report.decision is not None:
+        keep = " keep" if report.decision.recommended is None else ""
+        out.append(f'<p class="ship{keep}" id="decision-line">{e(report.decision.headline())}</p>')
     out += _decision(report)
     out.append("<nav>")
-    links = [("failed", "Failed cells")] if report.failed_cells else []
+    links = [("decision", "Decision")] if report.decision is not None else []
+    links += [("failed", "Failed cells")] if report.failed_cells else []
     links += [("regressions", "Regressions")] if report.baseline is not None else []
     links += [("gates", "Gates")] if lb.gates else []
     links += [("leaderboard", "Leaderboard"), ("pairwise", "Pairwise"), ("charts", "Charts"),
@@ -288,6 +305,55 @@ def _header(report: Any) -> list[str]:
     out += ["</nav>", "</header>"]
     for n in report.notes:
         out.append(f'<p class="note">{e(n)}</p>')
+    return out
+
+
+def _choice(report: Any) -> list[str]:
+    """Which run to ship: the rule and every candidate's verdict, the recommended one first."""
+    d = report.decision
+    if d is None:
+        return []
+    from ..compare.decision import excluded_text, ordered
+
+    out = ['<section id="decision"><h2>Decision</h2>', f'<p class="note">{e(d.rule_text())}. Each candidate is '
+           "tested against the baseline on the samples both scored (one-sided, paired); Δ = candidate − baseline; "
+           "the bound is the worst plausible Δ at the level Holm's step tested it at: non-inferior when it stays "
+           f"within {e(d.margin_text())}. Overlapping intervals are not this test (docs/concepts.md). Hover a run "
+           "for its full name.</p>"]
+    if d.reason:
+        out.append(f'<p class="grade-fail">{e(d.reason)}</p>')
+    num = ' class="num" data-type="num"'
+    rows = list(zip(ordered(d), d.rows()))
+    notes = any(r["why"] for _, r in rows)
+    head = [("run", "run", ""), ("verdict", "verdict", ""), ("delta", "Δ", num),
+            ("bound", f"bound ({d.confidence:.0%}, Holm)", num), ("p_holm", "Holm p", num), ("n", "n paired", num),
+            ("excluded", "excluded (unscored)", ""), ("n_needed", "n needed", num), ("size", "size", num),
+            ("latency", "p50 s", num), ("saving", "saving", ""), ("test", "test", "")]
+    head += [("why", "note", "")] if notes else []
+    names = display_names([r.label for r in report.runs])
+    out.append('<div class="scroll"><table class="sortable" id="decision-table"><thead><tr>' + "".join(
+        f'<th{kind} data-key="{k}">{e(label)}</th>' for k, label, kind in head) + "</tr></thead><tbody>")
+    for c, r in rows:
+        rec = " (recommended)" if c.run == d.recommended else ""
+        vals = {"delta": c.delta, "bound": c.bound, "p_holm": c.p_holm, "n": c.n_paired, "n_needed": c.n_needed,
+                "size": c.model_size_bytes, "latency": c.latency_p50_s}
+        cells = [f'<td title="{e(c.run)}" data-sort="{e(c.run)}">{e(names.get(c.run, c.run))}<b>{e(rec)}</b></td>',
+                 f'<td class="v-{e(c.verdict.replace(" ", "-"))}">{e(c.verdict)}</td>']
+        for k in ("delta", "bound", "p_holm", "n"):
+            cells.append(f'<td class="num" data-sort="{_sort_val(vals[k])}">{e(r[k])}</td>')
+        cells.append(f'<td class="nowrap">{e(excluded_text(c))}</td>')
+        for k in ("n_needed", "size", "latency"):
+            cells.append(f'<td class="num" data-sort="{_sort_val(vals[k])}">{e(r[k])}</td>')
+        test = {"tango": "Tango score", "t": "paired t", "bootstrap-t": "studentized bootstrap"}.get(c.method or "",
+                                                                                                   "-")
+        cells += [f'<td class="nowrap">{e(r["saving"])}</td>', f'<td class="nowrap" title="{e(r["method"])}">'
+                  f"{e(test)}</td>"] + ([f"<td>{e(r['why'])}</td>"] if notes else [])
+        cls = ' class="recommended"' if c.run == d.recommended else ""
+        out.append(f'<tr{cls} data-run="{e(c.run)}" data-verdict="{e(c.verdict)}">' + "".join(cells) + "</tr>")
+    out.append("</tbody></table></div>")
+    for n in d.notes:
+        out.append(f'<p class="note">{e(n)}</p>')
+    out.append("</section>")
     return out
 
 
@@ -433,7 +499,7 @@ def _gates(report: Any) -> list[str]:
 def _leaderboard(report: Any) -> list[str]:
     lb = report.board
     metrics = report.metrics
-    primary = metrics[0] if metrics else None
+    primary = report.primary or (metrics[0] if metrics else None)
     marks = {m: report.significance(m) for m in metrics}
     head = ['<th class="num" data-key="rank" data-type="num" data-first="asc">rank</th>', '<th data-key="run">run</th>']
     for m in metrics:
@@ -571,29 +637,53 @@ def _axis_format(axis: str):
 def _pareto(report: Any) -> list[str]:
     lb = report.board
     out = ['<section id="pareto"><h2>Quality vs cost</h2>']
+    by_label = {r.label: r for r in report.runs}
+    names = display_names([r.label for r in report.runs])
+    d = report.decision
+    roles = ({d.baseline: "baseline"} | ({d.recommended: "recommended"} if d.recommended else {})) if d else {}
+    if report.fronts:
+        m = report.primary
+        out.append(f'<h3>{e(m)} against latency, model size and cost</h3><p class="note">The primary metric against '
+                   "each cost axis the runs record (lower is cheaper); the dashed line joins the Pareto front (no "
+                   "other run is at least as good and at least as cheap)"
+                   + ("; the recommended run and the baseline are marked" if roles else "") + '.</p>'
+                   '<div class="charts" id="fronts">')
+        for axis, pf in report.fronts.items():
+            pts = [(x.run, float(c), float(x.mean), x.run in pf.front) for x in lb.metrics[m].ranked
+                   if (c := AXES[axis](by_label[x.run].result)) is not None]
+            svg = scatter_chart(f"{m} vs {axis}", pts, x_label=axis, y_label=m, x_format=_axis_format(axis),
+                                unit_y=_unit(report, m), names=names, roles=roles)
+            if svg:
+                out.append(f'<figure data-axis="{e(axis)}"><figcaption>{e(m)} {pf.direction.arrow} vs {e(axis)} ↓'
+                           f"</figcaption>{svg}</figure>")
+        out.append("</div>")
+        for axis, pf in report.fronts.items():
+            out.append(f'<p class="note">{e(m)} vs {e(axis)}: Pareto front (cheapest first): '
+                       f'{e(", ".join(pf.front) or "-")}</p>')
     if not lb.cost_axis:
         out.append(f'<p class="note">{e("; ".join(lb.notes) or "no cost axis recorded")}</p></section>')
         return out
     axis = lb.cost_axis
-    out.append(f'<p class="note">Cost axis: {e(axis)} (lower is better); the dashed line joins the Pareto front '
-               f'(no other run is at least as good and at least as cheap).</p><div class="charts">')
-    by_label = {r.label: r for r in report.runs}
-    names = display_names([r.label for r in report.runs])
-    for m, pf in list(lb.pareto.items())[:MAX_CHARTS]:
-        pts = []
-        for x in lb.metrics[m].ranked:
-            c = AXES[axis](by_label[x.run].result)
-            if c is not None:
-                pts.append((x.run, float(c), float(x.mean), x.run in pf.front))
-        svg = scatter_chart(f"{m} vs {axis}", pts, x_label=axis, y_label=m, x_format=_axis_format(axis),
-                            unit_y=_unit(report, m),
-                            names=names)
-        if svg:
-            out.append(f"<figure><figcaption>{e(m)} {pf.direction.arrow} vs {e(axis)} ↓</figcaption>{svg}</figure>")
-    out.append("</div>")
-    for m, pf in lb.pareto.items():
-        out.append(f'<p class="note">{e(m)}: Pareto front (cheapest first): {e(", ".join(pf.front) or "-")}'
-                   + "".join(f"; {e(k)} not placed: {e(v)}" for k, v in pf.excluded.items()) + "</p>")
+    others = [(m, pf) for m, pf in lb.pareto.items() if not (m == report.primary and axis in report.fronts)]
+    if others:
+        out.append(f'<h3>Every metric against {e(axis)}</h3>' if report.fronts else "")
+        out.append(f'<p class="note">Cost axis: {e(axis)} (lower is better); the dashed line joins the Pareto '
+                   'front (no other run is at least as good and at least as cheap).</p><div class="charts">')
+        for m, pf in others[:MAX_CHARTS]:
+            pts = []
+            for x in lb.metrics[m].ranked:
+                c = AXES[axis](by_label[x.run].result)
+                if c is not None:
+                    pts.append((x.run, float(c), float(x.mean), x.run in pf.front))
+            svg = scatter_chart(f"{m} vs {axis}", pts, x_label=axis, y_label=m, x_format=_axis_format(axis),
+                                unit_y=_unit(report, m), names=names)
+            if svg:
+                out.append(f"<figure><figcaption>{e(m)} {pf.direction.arrow} vs {e(axis)} ↓</figcaption>{svg}"
+                           "</figure>")
+        out.append("</div>")
+        for m, pf in others:
+            out.append(f'<p class="note">{e(m)}: Pareto front (cheapest first): {e(", ".join(pf.front) or "-")}'
+                       + "".join(f"; {e(k)} not placed: {e(v)}" for k, v in pf.excluded.items()) + "</p>")
     out.append("</section>")
     return out
 
@@ -773,8 +863,8 @@ def format_html(report: Any, *, max_samples: int = 10) -> str:
              f"<title>auditkit-ray report: {e(report.title)}</title>", f"<style>{CSS}</style>", "</head>", "<body>"]
     parts += _header(report)
     parts.append("<main>")
-    for section in (_failed(report), _regressions(report), _gates(report), _leaderboard(report), _flaky(report),
-                    _pairwise(report),
+    for section in (_choice(report), _failed(report), _regressions(report), _gates(report), _leaderboard(report),
+                    _flaky(report), _pairwise(report),
                     _charts(report), _retention(report), _pareto(report),
                     _samples(report, max_samples), _runs(report)):
         parts += section

@@ -9,7 +9,8 @@ Paths (``expand_inputs``):
   sweep) or else its ``manifest.json`` lists the runs' fingerprints, read from
   ``<store>/runs/<fp>/result.json``; runs without a result yet are left out
   with a note; the failed cells the manifest records (its ``cells`` entries
-  whose state is ``failed``, each with a reason) are listed by every format;
+  whose state is ``failed``, each with a reason) are listed by every format; the decision rule the sweep
+  ran with (its ``decision``) makes the report lead with the decision (``compare.decision``);
 - a result store root holding exactly one sweep under ``sweeps/``.
 
 pyarrow (per-sample rows) and the statistics load inside the functions.
@@ -24,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ..compare.samples import LoadedRun, load
+from ..compare.samples import LoadedRun, load, match_run
 from ..core.rowjson import loads as row_loads
 from ..errors import ConfigError
 from ..store.samples import try_read_samples_table
@@ -50,6 +51,8 @@ class Inputs:
     notes: list[str] = field(default_factory=list)
     #: the sweeps' manifest ``cells`` entries (compare.failed_cells_of keeps the failed ones)
     cells: list[Any] = field(default_factory=list)
+    #: the decision rule a sweep was run with (the last sweep given that has one)
+    decision: dict[str, Any] | None = None
 
 
 def _read_json(p: Path) -> Any:
@@ -79,6 +82,9 @@ def _expand_sweep(d: Path, out: Inputs) -> None:
     cells = manifest.get("cells") if isinstance(manifest, dict) else None
     if isinstance(cells, list):
         out.cells += [c for c in cells if isinstance(c, dict)]
+    rule = doc.get("decision") or (manifest.get("decision") if isinstance(manifest, dict) else None)
+    if isinstance(rule, dict):
+        out.decision = rule
     found = 0
     for entry in doc["runs"]:
         fp = entry.get("fingerprint") if isinstance(entry, dict) else None
@@ -227,6 +233,12 @@ class Report:
     n_resamples: int
     seed: int
     _reference_cmp: dict[str, Any] = field(default_factory=dict)
+    #: which run to ship (``compare.Decision``), when a rule asked for one: every format leads with it
+    decision: Any = None
+    #: the metric the reports rank by: the decision's, else ``--primary``, else the first
+    primary: str | None = None
+    #: the primary metric's Pareto fronts against each cost axis two or more ranked runs record
+    fronts: dict[str, Any] = field(default_factory=dict)
 
     @property
     def reference(self) -> LoadedRun:
@@ -318,14 +330,6 @@ class Report:
         return out
 
 
-def _match_run(spec: str, runs: list[LoadedRun]) -> LoadedRun | None:
-    for r in runs:
-        if spec in (r.label, r.result.name, r.result.run_id):
-            return r
-    hits = [r for r in runs if len(spec) >= 6 and r.result.fingerprint.startswith(spec)]
-    return hits[0] if len(hits) == 1 else None
-
-
 def _same(a: LoadedRun, b: LoadedRun) -> bool:
     return a.result.fingerprint == b.result.fingerprint and a.result.run_id == b.result.run_id
 
@@ -334,13 +338,19 @@ def build_report(inputs: Inputs | Iterable[Any], *, metrics: Iterable[str] | Non
                  fail_under: Mapping[str, float] | None = None, fail_over: Mapping[str, float] | None = None,
                  max_regression: Any = None, title: str | None = None, confidence: float = 0.95, alpha: float = 0.05,
                  n_resamples: int = 10_000, seed: int = 0, cost_axis: str = "auto",
-                 binary_ci: str = "wilson", failed_cells: Iterable[Any] | None = None) -> Report:
+                 binary_ci: str = "wilson", failed_cells: Iterable[Any] | None = None, decision: Any = None,
+                 primary: str | None = None) -> Report:
     """Load the runs (paths, RunResults or an ``Inputs``), rank them and
     check the gates. ``baseline`` is a path, or the label, name, run id or
     fingerprint prefix of one of the runs; a baseline not among the runs is
     added first. ``failed_cells``: sweep manifest cells (the failed ones are
-    listed) besides those of the sweep directories given."""
+    listed) besides those of the sweep directories given. ``decision``: the
+    fields of a decision rule (``compare.DecisionRule``) over the one a sweep
+    directory holds, or ``False`` for none; the decision's baseline is the
+    report's when ``baseline`` is not given. ``primary``: the metric to rank
+    by when no decision names one (default: the first)."""
     from ..compare import leaderboard
+    from ..compare.decision import DecisionRule, decide, merge_rule
 
     if not isinstance(inputs, Inputs):
         items = list(inputs)
@@ -349,6 +359,17 @@ def build_report(inputs: Inputs | Iterable[Any], *, metrics: Iterable[str] | Non
         inputs = expand_inputs(paths) if len(paths) == len(items) else Inputs(runs=[load(x) for x in items])
     runs = list(inputs.runs)
     notes = list(inputs.notes)
+    rule: DecisionRule | None = None
+    if decision is not False:
+        flags = decision.to_dict() if isinstance(decision, DecisionRule) else dict(decision or {})
+        if inputs.decision is None and flags.get("margin") is None:  # no decision asked for: --primary ranks
+            primary = flags.get("metric") or primary
+            flags = {}
+        rule = merge_rule(inputs.decision, **flags)
+        if rule is not None and rule.baseline is None and isinstance(baseline, str):
+            rule.baseline = baseline
+        if rule is not None and baseline is None:
+            baseline = rule.baseline
     base: LoadedRun | None = None
     if baseline is not None:
         if isinstance(baseline, LoadedRun):
@@ -356,7 +377,7 @@ def build_report(inputs: Inputs | Iterable[Any], *, metrics: Iterable[str] | Non
         elif isinstance(baseline, (str, os.PathLike)) and Path(baseline).exists():
             base = load(baseline)
         elif isinstance(baseline, str):
-            base = _match_run(baseline, runs)
+            base = match_run(baseline, runs)
             if base is None:
                 names = ", ".join(r.label for r in runs)
                 raise ConfigError(f"--baseline {baseline!r}: not a path, nor a run among {names}")
@@ -368,6 +389,12 @@ def build_report(inputs: Inputs | Iterable[Any], *, metrics: Iterable[str] | Non
         else:
             runs.insert(0, base)
             notes.append(f"baseline {base.label} added to the runs")
+    primary = rule.metric if rule is not None else primary
+    if primary is not None:
+        have = list(dict.fromkeys(m for r in runs for m in r.result.metrics))
+        if primary not in have:
+            raise ConfigError(f"primary metric {primary!r} is in none of the runs (metrics: {', '.join(have)})")
+        metrics = [primary] + [m for m in (metrics or have) if m != primary]
     board = leaderboard(runs, metrics=list(metrics) if metrics else None, confidence=confidence, binary_ci=binary_ci,
                         alpha=alpha,
                         n_resamples=n_resamples, seed=seed, cost_axis=cost_axis, fail_under=fail_under,
@@ -379,7 +406,41 @@ def build_report(inputs: Inputs | Iterable[Any], *, metrics: Iterable[str] | Non
             title = inputs.sweeps[0].name
         else:
             title = runs[0].label if len(runs) == 1 else f"{len(runs)} runs"
-    return Report(title=title, runs=runs, metrics=list(board.metrics), board=board, sweeps=list(inputs.sweeps),
-                  baseline=base,
-                  notes=notes, generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"), alpha=alpha,
-                  confidence=confidence, n_resamples=n_resamples, seed=seed)
+    report = Report(title=title, runs=runs, metrics=list(board.metrics), board=board, sweeps=list(inputs.sweeps),
+                    baseline=base,
+                    notes=notes, generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+                    alpha=alpha, confidence=confidence, n_resamples=n_resamples, seed=seed)
+    report.primary = report.metrics[0] if report.metrics else None
+    if rule is not None:
+        report.decision = decide(runs, rule, baseline=base, n_resamples=n_resamples, seed=seed,
+                                 failed_cells=list(inputs.cells) + list(failed_cells or ()))
+    report.fronts = fronts(report)
+    return report
+
+
+#: the cost axes the primary metric's fronts are drawn against, in order (all lower-is-better)
+FRONT_AXES = ("latency_p50_s", "model_size_bytes", "cost")
+
+
+def fronts(report: Report) -> dict[str, Any]:
+    """The primary metric's Pareto front against each of FRONT_AXES that two or more ranked runs record."""
+    from ..compare.cost import AXES, ParetoFront, pareto_front
+
+    if report.primary is None:
+        return {}
+    board = report.board.metrics[report.primary]
+    out = {}
+    for axis in FRONT_AXES:
+        pf = ParetoFront(metric=report.primary, direction=board.direction, axis=axis)
+        points = []
+        for e in board.ranked:
+            c = AXES[axis](report.run(e.run).result)
+            if c is None:
+                pf.excluded[e.run] = f"no {axis} recorded"
+            else:
+                points.append((e.run, float(e.mean), float(c)))  # type: ignore[arg-type]
+        if len(points) < 2:
+            continue
+        pf.front, pf.dominated = pareto_front(points, board.direction)
+        out[axis] = pf
+    return out

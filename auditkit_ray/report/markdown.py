@@ -1,8 +1,10 @@
 """Markdown for pull requests: GitHub-flavoured tables.
 
-Order: regressions against the baseline (when one is given, worst first),
-gates (failed first), the leaderboard with intervals and significance marks,
-per-metric detail, quality vs cost, and the runs' fingerprints. Text from the
+Order: the decision (which run to ship, when a rule asked for one), regressions
+against the baseline (when one is given, worst first), gates (failed first),
+the leaderboard ranked by the primary metric with intervals and significance
+marks, per-metric detail, quality vs cost with the primary metric's Pareto
+fronts against latency, size and cost, and the runs' fingerprints. Text from the
 data is backslash-escaped so a run or metric name cannot break a table or
 inject markup.
 """
@@ -54,8 +56,9 @@ def _mean_cell(report: Any, metric: str, label: str, marks: dict[str, str]) -> s
 
 def format_markdown(report: Any, *, max_samples: int = 10) -> str:
     """The report as Markdown: its sections in order, each a step of its own."""
-    primary = report.metrics[0] if report.metrics else None
+    primary = report.primary or (report.metrics[0] if report.metrics else None)
     lines = _header(report)
+    lines += _decision(report)
     if report.baseline is not None:
         lines += _regressions(report, max_samples)
     lines += _gates(report)
@@ -86,6 +89,29 @@ def _header(report: Any) -> list[str]:
     lines += [f"> {esc(n)}" for n in report.notes]
     if report.notes:
         lines.append("")
+    return lines
+
+
+def _decision(report: Any) -> list[str]:
+    """Which run to ship: the line to act on, the rule, and every candidate's verdict."""
+    d = report.decision
+    if d is None:
+        return []
+    from ..compare.decision import excluded_text, ordered
+
+    lines = ["### Decision", "", f"**{esc(d.headline())}**", "", f"Rule: {esc(d.rule_text())}.", ""]
+    rows = []
+    for c, r in zip(ordered(d), d.rows()):
+        mark = "✅ " if c.verdict == "non-inferior" else "❌ " if c.verdict == "inferior" else ""
+        rows.append([esc(r["run"]) + (" (recommended)" if c.run == d.recommended else ""), mark + esc(r["verdict"]),
+                     r["delta"], r["bound"], r["p_holm"], r["n"], esc(excluded_text(c)), r["n_needed"],
+                     esc(r["size"]), r["latency"], esc(r["saving"]), esc(r["why"])])
+    lines += table(["candidate", "verdict", "Δ", f"bound ({d.confidence:.0%}, Holm)", "Holm p", "n paired",
+                    "excluded (unscored)", "n needed", "size", "p50 s", "saving", "note"], rows,
+                   ["l", "l", "r", "r", "r", "r", "l", "r", "r", "r", "l", "l"])
+    lines += [f"Δ: candidate − baseline on the paired samples; bound: the worst plausible Δ at the level Holm's "
+              f"step tested it at (non-inferior when it stays within {esc(d.margin_text())}); n needed: paired "
+              "samples at which the test would decide at the observed difference.", ""]
     return lines
 
 
@@ -209,6 +235,11 @@ def _quality_vs_cost(report: Any, primary: str | None) -> list[str]:
     if not lb.cost:
         return []
     lines = ["### Quality vs cost", ""]
+    for axis, pf in report.fronts.items():
+        lines.append(f"- Pareto front, {esc(pf.metric)} {pf.direction.arrow} vs {esc(axis)} ↓ (cheapest first): "
+                     f"{esc(', '.join(pf.front) or '-')}")
+    if report.fronts:
+        lines.append("")
     front = lb.pareto.get(primary) if primary else None
     head = ["run"] + [esc(m) for m in report.metrics] + ["p50 s", "samples/s", "tokens in+out", "size", "cost"]
     if front is not None:

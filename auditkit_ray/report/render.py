@@ -37,6 +37,9 @@ def report_dict(report: Any) -> dict[str, Any]:
         "retention": [jsonable(c) for c in retention_curves(report)],
         "leaderboard": report.board.to_dict(),
         "failed_cells": [jsonable(c) for c in report.failed_cells],
+        "primary": report.primary,
+        "ship_decision": report.decision.to_dict() if report.decision is not None else None,
+        "fronts": {axis: jsonable(pf) for axis, pf in report.fronts.items()},
         "decision": gate_summary(report.board),
         "ok": report.ok,
         "failures": report.failures,
@@ -71,7 +74,7 @@ def render(report: Any, fmt: str, *, junit_per: str = "metric", metric: str | No
         else:
             text = format_sweep([r.result for r in report.runs], labels=[r.label for r in report.runs],
                                 title=report.title, color=color)
-        lines = [text]
+        lines = [report.decision.format(), "", text] if report.decision is not None else [text]
         if report.baseline is not None:
             regs = report.regressions()
             lines.append("")
@@ -88,6 +91,10 @@ def render(report: Any, fmt: str, *, junit_per: str = "metric", metric: str | No
                 lines.append(f"  FAILED {c.name}{tries}: {c.reason}")
         from ..compare.report import gate_summary, verdict
 
+        for axis, pf in report.fronts.items():
+            lines.append(f"Pareto front, {pf.metric} {pf.direction.arrow} vs {axis} ↓: {', '.join(pf.front) or '-'}")
         lines.append(f"result: {verdict(report.board)} ({gate_summary(report.board)})")
+        if report.decision is not None:
+            lines.append(report.decision.headline())
         return "\n".join(lines) + "\n"
     raise ConfigError(f"unknown report format {fmt!r}: use one of {', '.join(FORMATS)}")

@@ -258,26 +258,39 @@ def line_chart(title: str, x_values: Sequence[str], series: dict[str, Sequence[t
 
 
 def _place_labels(points: list[tuple[float, float, str]], bounds: tuple[float, float, float, float],
-                  avoid: list[tuple[float, float, float, float]]) -> list[tuple[float, float, str, str] | None]:
-    """Positions for point labels that overlap neither each other nor ``avoid`` boxes and stay in ``bounds``
-    (x0, y0, x1, y1): tries right, left, above and below each point; None where no place is free."""
-    placed: list[tuple[float, float, float, float]] = list(avoid)
+                  avoid: list[tuple[float, float, float, float]],
+                  far: int = 0) -> list[tuple[float, float, str, str] | None]:
+    """Positions for point labels that overlap neither each other nor ``avoid`` boxes (the dots) and stay in
+    ``bounds`` (x0, y0, x1, y1): tries right, left, above and below each point; the first ``far`` points (labels
+    that must show) also try places further out, and at last any of those places clear of the other labels
+    even where a dot lies under it. None where no place is free."""
+    labels: list[tuple[float, float, float, float]] = []
     out: list[tuple[float, float, str, str] | None] = []
     h = 13.0
-    for px, py, text in points:
+    near = ((8, -6, "start"), (-8, -6, "end"), (8, 14, "start"), (-8, 14, "end"))
+    further = tuple((dx, dy, a) for dy in (-18, 26, -30, 38) for dx, a in ((8, "start"), (-8, "end"), (20, "start"),
+                                                                            (-20, "end")))
+
+    def hits(box: tuple[float, float, float, float], boxes: list) -> bool:
+        return any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in boxes)
+
+    for i, (px, py, text) in enumerate(points):
         w = text_width(text, 11)
         spot = None
-        for dx, dy, anchor in ((8, -6, "start"), (-8, -6, "end"), (8, 14, "start"), (-8, 14, "end"),
-                               (-w / 2, -10, "start"), (-w / 2, 20, "start")):
-            x0 = px + dx - (w if anchor == "end" else 0)
-            box = (x0, py + dy - h + 3, x0 + w, py + dy + 3)
-            if box[0] < bounds[0] or box[2] > bounds[2] or box[1] < bounds[1] or box[3] > bounds[3]:
-                continue
-            if any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed):
-                continue
-            spot = (px + dx, py + dy, anchor, text)
-            placed.append(box)
-            break
+        tries = near + ((-w / 2, -10, "start"), (-w / 2, 20, "start")) + (further if i < far else ())
+        for blockers in ([avoid, labels], [labels]) if i < far else ([avoid, labels],):
+            for dx, dy, anchor in tries:
+                x0 = px + dx - (w if anchor == "end" else 0)
+                box = (x0, py + dy - h + 3, x0 + w, py + dy + 3)
+                if box[0] < bounds[0] or box[2] > bounds[2] or box[1] < bounds[1] or box[3] > bounds[3]:
+                    continue
+                if any(hits(box, bs) for bs in blockers):
+                    continue
+                spot = (px + dx, py + dy, anchor, text)
+                labels.append(box)
+                break
+            if spot is not None:
+                break
         out.append(spot)
     return out
 
@@ -285,14 +298,17 @@ def _place_labels(points: list[tuple[float, float, str]], bounds: tuple[float, f
 def scatter_chart(title: str, points: Sequence[tuple[str, float, float, bool]], *, x_label: str, y_label: str,
                   x_format: Callable[[float], str] | None = None, y_format: Callable[[float], str] = _fmt,
                   unit_y: bool = False,
-                  width: int = 560, names: dict[str, str] | None = None) -> str:
+                  width: int = 560, names: dict[str, str] | None = None, roles: dict[str, str] | None = None) -> str:
     """Quality (y) against cost (x); points (label, x, y, on the front); the
-    front is joined cheapest first. Only front points are labelled (where a
-    label fits without overlapping another); every point names its run on
-    hover (``<title>``)."""
+    front is joined cheapest first. Only front points, and those given a role
+    (``roles``: label -> ``recommended`` or ``baseline``, drawn apart and
+    labelled first with the role's word), are labelled (where a label fits
+    without overlapping another); every point names its run on hover
+    (``<title>``)."""
     if not points:
         return ""
     names = names or {}
+    roles = roles or {}
     left, right, top, bottom = 64, 24, 16, 48
     height = 340
     plot_w, plot_h = width - left - right, height - top - bottom
@@ -329,16 +345,23 @@ def scatter_chart(title: str, points: Sequence[tuple[str, float, float, bool]], 
         body.append(f'<polyline class="front-line" points="{path}"/>')
     xf = x_format or _fmt
     dots = [(x(xv) - 6, y(yv) - 6, x(xv) + 6, y(yv) + 6) for _, xv, yv, _ in points]
-    spots = dict(zip([p[0] for p in front],
-                     _place_labels([(x(p[1]), y(p[2]), short(names.get(p[0], p[0]), 30)) for p in front],
-                                   (0, 0, width, base - 2), dots)))
-    # dominated points first, so the front is drawn on top
-    for label, xv, yv, on in sorted(points, key=lambda p: p[3]):
+    # the recommended run and the baseline are labelled first (with their role), then the front
+    named = [p for p in points if p[0] in roles] + [p for p in front if p[0] not in roles]
+    texts = [roles[p[0]] if p[0] in roles else short(names.get(p[0], p[0]), 30) for p in named]
+    spots = dict(zip([p[0] for p in named],
+                     _place_labels([(x(p[1]), y(p[2]), t) for p, t in zip(named, texts)],
+                                   (left + 2, 0, width, base - 2), dots,  # clear of the y ticks
+                                   far=sum(1 for p in points if p[0] in roles))))
+    # dominated points first, so the front is drawn on top; the runs with a role last
+    for label, xv, yv, on in sorted(points, key=lambda p: (p[0] in roles, p[3])):
         where = " (Pareto front)" if on else " (dominated)"
-        tip = f"{label}: {y_label} {y_format(yv)}, {x_label} {xf(xv)}{where}"
-        spot = spots.get(label) if on else None
+        role = f", {roles[label]}" if label in roles else ""
+        tip = f"{label}: {y_label} {y_format(yv)}, {x_label} {xf(xv)}{where}{role}"
+        spot = spots.get(label)
         text = (f'<text class="point-label" x="{spot[0]:.1f}" y="{spot[1]:.1f}" text-anchor="{spot[2]}">'
                 f"{e(spot[3])}</text>") if spot else ""
-        body.append(f'<g class="mark{" front" if on else ""}" data-run="{e(label)}"><title>{e(tip)}</title>'
-                    f'<circle class="dot" cx="{x(xv):.1f}" cy="{y(yv):.1f}" r="{6 if on else 4.5}"/>{text}</g>')
+        cls = "mark" + (" front" if on else "") + (f" {roles[label]}" if label in roles else "")
+        body.append(f'<g class="{cls}" data-run="{e(label)}"><title>{e(tip)}</title>'
+                    f'<circle class="dot" cx="{x(xv):.1f}" cy="{y(yv):.1f}" r="{6 if on or label in roles else 4.5}"/>'
+                    f"{text}</g>")
     return _svg(width, height, body, title)

@@ -77,6 +77,8 @@ EXPECTED = {
                 "goal.whole_run_warm_le_1.15x_plain"],
     "signals": ["signals.run-private.SIGINT.stop", "signals.run-private.SIGTERM.stop",
                 "signals.ratio.run-private.term_vs_int", "goal.term_le_1.5x_int"],
+    "noninferiority": ["ni.tango", "ni.wald", "ni.t", "ni.bootstrap-t", "goal.tango_within_0.01_in_its_region",
+                       "goal.tango_never_above_alpha_plus_0.01", "goal.bootstrap_t_within_0.01_from_n_100"],
 }
 
 

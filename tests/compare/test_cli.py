@@ -153,3 +153,37 @@ def test_leaderboard_prints_the_pairwise_matrix_only_with_pairwise(pair, capsys)
     out = capsys.readouterr().out
     assert "vs baseline" in out and "grades against baseline base:" in out
     assert out.rstrip().splitlines()[-1].startswith("result: ok (no gate set")
+
+
+def test_leaderboard_and_report_lead_with_the_decision_and_require_candidate_exits_1(tmp_path, make_run, capsys):
+    """Issue 52's flags on ``leaderboard`` and ``report``: --primary ranks first, --margin decides, and
+    --require-candidate exits 1 (naming the closest) when nothing qualifies, 0 when something does."""
+    ids = [f"s{i:03d}" for i in range(300)]
+    base = {s: float(i % 4 != 0) for i, s in enumerate(ids)}
+    same = dict(base) | {ids[1]: 0.0, ids[4]: 1.0}  # one pair worse, one better: non-inferior within 0.05
+    worse = {s: float(i % 2 == 0) for i, s in enumerate(ids)}
+    runs = [make_run(tmp_path, "base", {"len": {"direction": "minimize", "values": {s: 9.0 for s in ids}},
+                                        "acc": {"values": base}}, perf={"model_size_bytes": 4e8}),
+            make_run(tmp_path, "small", {"acc": {"values": same}, "len": {"direction": "minimize",
+                                                                           "values": {s: 9.0 for s in ids}}},
+                     perf={"model_size_bytes": 1e8}),
+            make_run(tmp_path, "tiny", {"acc": {"values": worse}, "len": {"direction": "minimize",
+                                                                           "values": {s: 9.0 for s in ids}}},
+                     perf={"model_size_bytes": 5e7})]
+    args = ["leaderboard", *map(str, runs), "--baseline", str(runs[0]), "--primary", "acc", "--resamples", "200"]
+    assert main(args + ["--margin", "0.05", "--require-candidate"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("decision: ship small instead of base: non-inferior on acc ↑ within 0.05")
+    assert "75% smaller" in out and out.rstrip().splitlines()[-1].startswith("decision: ship small")
+    assert out.index("\nacc ↑") < out.index("\nlen ↓")  # the primary metric's board first
+    assert main(args + ["--margin", "0.001", "--require-candidate"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: --require-candidate: keep base: no candidate is non-inferior on acc ↑ within "
+                          "0.001; the closest, small, has a 95% bound of -0.0"), err
+    assert main(args + ["--require-candidate"]) == 2
+    assert "needs a decision: --primary METRIC --margin X" in capsys.readouterr().err
+    assert main(["report", *map(str, runs), "--baseline", "base", "--primary", "acc", "--margin", "0.05",
+                 "--resamples", "200", "--format", "json", "--require-candidate"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["primary"] == "acc" and doc["ship_decision"]["recommended"] == "small"
+    assert [c["verdict"] for c in doc["ship_decision"]["candidates"]] == ["non-inferior", "inferior"]

@@ -14,6 +14,7 @@ Screenshots of the 40-run report are kept under results/test-artifacts/
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 import shutil
@@ -53,12 +54,28 @@ def forty(tmp_path_factory, kit):
         d = kit.write_run(store, name, accuracy=acc, seed=i, config={"name": name},
                           perf={"latency_p50_s": 0.01 + size / 1e12, "latency_p95_s": 0.02 + size / 5e11,
                                 "latency_scope": "batch", "model_size_bytes": size, "wall_s": 30.0 + i,
-                                "throughput_samples_per_s": 40.0 / (30.0 + i)})
+                                "throughput_samples_per_s": 40.0 / (30.0 + i),
+                                "cost": round(0.002 + size / 4e12 + (0.0004 if quant == "int8" else 0.0), 6)})
         runs.append({"name": name, "fingerprint": d.name, "state": "complete"})
     sdir = store / "sweeps" / ("a" * 64)
     sdir.mkdir(parents=True)
     doc = {"name": "night", "fingerprint": "a" * 64, "runs": runs, "cells": FAILED}
     (sdir / "manifest.json").write_text(json.dumps(doc))
+    return sdir
+
+
+BASELINE = "night/family=llama-7b/pruning=0.0/quantization=None"
+RULE = {"metric": "exact_match", "baseline": BASELINE, "margin": 0.1, "confidence": 0.95,
+        "prefer": ["size", "latency", "cost"], "method": "auto"}
+
+
+@pytest.fixture(scope="module")
+def forty_decided(forty):
+    """The same 40 runs as a sweep that ran with a decision: section (its manifest keeps the rule)."""
+    doc = json.loads((forty / "manifest.json").read_text())
+    sdir = forty.parent / ("c" * 64)
+    sdir.mkdir()
+    (sdir / "manifest.json").write_text(json.dumps(doc | {"fingerprint": "c" * 64, "decision": RULE}))
     return sdir
 
 
@@ -207,6 +224,40 @@ def _devtools(chromium: str, profile: Path, url: str) -> tuple[subprocess.Popen,
     pytest.fail("chromium did not open its DevTools port", pytrace=False)
 
 
+@contextlib.contextmanager
+def _chromium_page(chromium: str, profile: Path):
+    """A headless Chromium's first page, driven over the DevTools protocol; the browser is stopped after."""
+    from websockets.sync.client import connect
+
+    proc, browser_ws = _devtools(chromium, profile, "about:blank")
+    try:
+        port = re.search(r":(\d+)/", browser_ws).group(1)
+        for _ in range(100):
+            targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
+            target = next((t for t in targets if t.get("type") == "page"), None)
+            if target:
+                break
+            time.sleep(0.1)
+        assert target, targets
+        with connect(target["webSocketDebuggerUrl"], max_size=None, open_timeout=30) as ws:
+            yield _Page(ws)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+def _keep_shots(shots: dict[str, str], tmp_path: Path) -> None:
+    """Screenshots (name -> base64 PNG) written to the test's tmp dir and kept under results/test-artifacts/."""
+    keep = Path(__file__).resolve().parents[2] / "results" / "test-artifacts"
+    keep.mkdir(parents=True, exist_ok=True)
+    for name, data in shots.items():
+        raw = base64.b64decode(data)
+        assert raw[:8] == b"\x89PNG\r\n\x1a\n" and len(raw) > 20_000, name
+        (tmp_path / name).write_bytes(raw)
+        shutil.copy(tmp_path / name, keep / name)
+        print(f"screenshot: {keep / name} (and {tmp_path / name})")
+
+
 def _overlaps(a, b, tol: float = 0.5) -> bool:
     return a[0] + tol < b[2] and b[0] + tol < a[2] and a[1] + tol < b[3] and b[1] + tol < a[3]
 
@@ -253,39 +304,17 @@ def _layout_problems(got: dict) -> list[str]:
 def test_forty_run_html_report_in_chromium_has_no_overlapping_labels_and_no_overflowing_cells(report40, grid_html, kit,
                                                                                             tmp_path):
     """One Chromium serves the 40-run report and the 6-run pruning grid (long category labels)."""
-    from websockets.sync.client import connect
 
     from auditkit_ray.report.render import render
 
     page = tmp_path / "forty.html"
     page.write_text(render(report40, "html"), encoding="utf-8")
     chromium = kit.find_chromium()
-    proc, browser_ws = _devtools(chromium, tmp_path / "profile", "about:blank")
     shots: dict[str, str] = {}
-    try:
-        port = re.search(r":(\d+)/", browser_ws).group(1)
-        for _ in range(100):
-            targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
-            target = next((t for t in targets if t.get("type") == "page"), None)
-            if target:
-                break
-            time.sleep(0.1)
-        assert target, targets
-        with connect(target["webSocketDebuggerUrl"], max_size=None, open_timeout=30) as ws:
-            p = _Page(ws)
-            got = _measure(p, page.as_uri(), shots=shots)
-            grid = _measure(p, grid_html.as_uri())
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
-    keep = Path(__file__).resolve().parents[2] / "results" / "test-artifacts"
-    keep.mkdir(parents=True, exist_ok=True)
-    for name, data in shots.items():
-        raw = base64.b64decode(data)
-        assert raw[:8] == b"\x89PNG\r\n\x1a\n" and len(raw) > 20_000, name
-        (tmp_path / name).write_bytes(raw)
-        shutil.copy(tmp_path / name, keep / name)
-        print(f"screenshot: {keep / name} (and {tmp_path / name})")
+    with _chromium_page(chromium, tmp_path / "profile") as p:
+        got = _measure(p, page.as_uri(), shots=shots)
+        grid = _measure(p, grid_html.as_uri())
+    _keep_shots(shots, tmp_path)
     for doc in (got, grid):
         assert doc["ready"] == "true" and doc["error"] is None
     charts = got["charts"]
@@ -318,3 +347,59 @@ def test_chart_axis_ticks_differ_from_their_neighbours(sweep_dir, report_of):
         assert len(set(x_ticks)) == len(x_ticks), x_ticks
         y_ticks = [t for y, t in ticks if len(by_row[y]) == 1]
         assert len(set(y_ticks)) == len(y_ticks), y_ticks
+
+
+DECISION_JS = r"""
+(function () {
+  function top(sel) { var el = document.querySelector(sel); return el ? el.getBoundingClientRect().top : null; }
+  var main = document.querySelector("main");
+  var first = main.querySelector("section");
+  var fronts = Array.prototype.map.call(document.querySelectorAll("#fronts figure"), function (f) {
+    return { axis: f.getAttribute("data-axis"), front: f.querySelectorAll(".front-line").length,
+             labels: f.querySelectorAll(".point-label").length,
+             recommended: f.querySelectorAll(".mark.recommended").length,
+             baseline: f.querySelectorAll(".mark.baseline").length };
+  });
+  return JSON.stringify({ line: top("#decision-line"), lineText: document.getElementById("decision-line").textContent,
+                          firstSection: first ? first.id : null, leaderboard: top("#leaderboard"),
+                          rows: document.querySelectorAll("#decision-table tbody tr").length,
+                          fronts: fronts, viewport: window.innerHeight });
+})()
+"""
+
+
+def test_the_html_report_of_a_40_cell_sweep_leads_with_the_decision_draws_the_fronts_and_overlaps_no_labels(
+        forty_decided, report_of, kit, tmp_path):
+    """Issue 52: a 40-cell sweep that ran with a decision: section, its report rendered in Chromium. The decision
+    line is the first thing under the title, inside the first screen; its section (every candidate's verdict)
+    comes before the leaderboard; the primary metric's fronts against latency, model size and cost are drawn
+    with the recommended run and the baseline marked; no two chart labels overlap and no cell overflows.
+    Screenshots of the top of the page and of the fronts are kept under results/test-artifacts/."""
+
+    from auditkit_ray.report.render import render
+
+    report = report_of(forty_decided)
+    d = report.decision
+    assert d is not None and d.baseline == BASELINE and report.primary == "exact_match"
+    assert d.recommended is not None and len(d.candidates) == 39 + 2, d.format()
+    page = tmp_path / "forty-decided.html"
+    page.write_text(render(report, "html"), encoding="utf-8")
+    chromium = kit.find_chromium()
+    shots: dict[str, str] = {}
+    with _chromium_page(chromium, tmp_path / "profile") as p:
+        got = _measure(p, page.as_uri())
+        layout = json.loads(p.call("Runtime.evaluate", expression=DECISION_JS, returnByValue=True)["result"]["value"])
+        shots["forty-decision-top.png"] = p.call("Page.captureScreenshot", format="png")["data"]
+        p.call("Runtime.evaluate", expression="document.getElementById('fronts').scrollIntoView()")
+        shots["forty-decision-fronts.png"] = p.call("Page.captureScreenshot", format="png")["data"]
+    _keep_shots(shots, tmp_path)
+    assert got["ready"] == "true" and got["error"] is None
+    # the decision leads: its line under the title, on the first screen; its section first in the page
+    assert layout["lineText"] == d.headline() and layout["lineText"].startswith("decision: ship ")
+    assert 0 < layout["line"] < layout["viewport"] and layout["line"] < layout["leaderboard"]
+    assert layout["firstSection"] == "decision" and layout["rows"] == 41
+    # the fronts: one chart per cost axis, each with its front line and both marked runs
+    assert [f["axis"] for f in layout["fronts"]] == ["latency_p50_s", "model_size_bytes", "cost"]
+    assert all(f["front"] == 1 and f["recommended"] == 1 and f["baseline"] == 1 and 0 < f["labels"] < 40
+               for f in layout["fronts"]), layout["fronts"]
+    assert not _layout_problems(got), _layout_problems(got)[:10]

@@ -88,11 +88,11 @@ def write_run(store: Path, name: str, *, n: int, right: Any, config: dict | None
     return fp
 
 
-def write_sweep(store: Path, name: str, runs: list[tuple[str, str]]) -> str:
+def write_sweep(store: Path, name: str, runs: list[tuple[str, str]], decision: dict | None = None) -> str:
     sfp = fp_of("sweep", name, runs)
     sdir = store / "sweeps" / sfp
     sdir.mkdir(parents=True)
-    doc = {"name": name, "fingerprint": sfp, "cells": [],
+    doc = {"name": name, "fingerprint": sfp, "cells": [], "decision": decision,
            "runs": [{"name": n, "fingerprint": f, "state": "complete"} for n, f in runs]}
     (sdir / "sweep.json").write_text(json.dumps(doc))
     (sdir / "manifest.json").write_text(json.dumps(doc))
@@ -119,7 +119,10 @@ def stores(tmp_path_factory) -> dict[str, Any]:
                      outputs={"s000003": XSS}, created_at="2026-03-01T09:00:00+00:00")
     big = write_run(store, "arith/big", n=BIG, right=lambda i: i % 3 != 0,
                     config=config_of("arith/big", "model-gamma"), created_at="2026-03-05T09:00:00+00:00")
-    sweep = write_sweep(store, "alpha-vs-beta", [("arith/baseline", base), ("arith/candidate", cand)])
+    # the sweep ran with a decision: section (issue 52): its page and report lead with it
+    sweep = write_sweep(store, "alpha-vs-beta", [("arith/baseline", base), ("arith/candidate", cand)],
+                        decision={"metric": "exact_match", "baseline": "arith/baseline", "margin": 0.05,
+                                  "confidence": 0.95, "prefer": ["size", "latency", "cost"], "method": "auto"})
     outside = write_run(root / "elsewhere", "outside/run", n=10, right=lambda i: True)
     return {"store": store, "baseline": base, "candidate": cand, "big": big, "sweep": sweep, "outside": outside,
             "root": root}

@@ -151,3 +151,26 @@ def test_a_sweep_shows_its_leaderboard_and_the_reports_charts(viewer, page, stor
     assert "metric=length" in page.url
     assert page.locator("h3").all_text_contents()[0].startswith("length")
     page.shot("sweep")
+
+
+def test_the_sweep_page_leads_with_the_decision_and_so_does_its_report(viewer, page, stores):
+    """Issue 52: a sweep that ran with a decision: section. Its page opens on the line to act on and each
+    candidate's verdict, above its cells and leaderboard; the report it embeds leads with the same line."""
+    page.open(viewer.base + f"/#/sweep/{stores['sweep'][:12]}")
+    line = page.locator("#decision-line").text_content()
+    assert line.startswith("decision: ship arith/candidate instead of arith/baseline: non-inferior on exact_match ↑ "
+                           "within 0.05: delta +0.0500"), line
+    heads = page.locator("h2").all_text_contents()
+    assert heads.index("Decision") < heads.index("Leaderboard")
+    row = page.locator("tr.candidate").first.locator("td")
+    assert row.nth(1).text_content() == "non-inferior" and "(recommended)" in row.nth(0).text_content()
+    assert row.nth(0).locator("a").get_attribute("href") == f"#/run/{stores['candidate']}"
+    assert row.nth(5).text_content() == "200" and row.nth(6).text_content() == "0"
+    # the leaderboard leads with the primary metric
+    assert page.locator("h3").all_text_contents()[0].startswith("exact_match")
+    page.shot("sweep-decision")
+    frame = page.frame_locator("iframe.report")
+    frame.locator("html[data-ready='true']").wait_for(timeout=30_000)
+    assert frame.locator("#decision-line").text_content() == line
+    assert frame.locator("main section").first.get_attribute("id") == "decision"
+    assert not page.errors, page.errors

@@ -232,6 +232,26 @@ async function diffPage(q) {
 }
 
 // ---------------------------------------------------------------------------- sweep
+// which run to ship (the sweep's decision: section): the line to act on, then every candidate's verdict
+function decisionBlock(d, fpOf) {
+  if (!d) return null;
+  const rows = (d.candidates || []).map((c) => el("tr", { class: "candidate", "data-verdict": c.verdict },
+    el("td", {}, fpOf[c.run] ? runLink(fpOf[c.run], c.run) : el("span", { text: c.run }),
+      c.run === d.recommended ? el("b", { text: " (recommended)" }) : null),
+    el("td", { class: "verdict", text: c.verdict }), el("td", { class: "num", text: fmt(c.delta) }),
+    el("td", { class: "num", text: fmt(c.bound) }), el("td", { class: "num", text: fmtP(c.p_holm) }),
+    el("td", { class: "num", text: fmt(c.n_paired) }),
+    el("td", { class: "num", text: fmt(c.excluded_candidate_unscored + c.excluded_baseline_unscored +
+      c.excluded_both_unscored) }),
+    el("td", { class: "num", text: c.n_needed ? String(c.n_needed) : "–" }),
+    el("td", { text: c.reason || c.note || "" })));
+  return [el("h2", { text: "Decision" }),
+    el("p", { id: "decision-line", class: d.ok ? "ship" : "ship keep", text: d.headline }),
+    d.rule ? el("p", { class: "muted", text: d.rule }) : null,
+    rows.length ? table(["candidate", "verdict", "delta", "bound (Holm)", "Holm p", "n paired", "excluded",
+      "n needed", "why"], rows) : null];
+}
+
 async function sweepPage(fp, q) {
   const s = await getJSON("/api/sweep/" + encodeURIComponent(fp));
   const cells = s.cells.map((c) => el("tr", {}, el("td", {}, c.state === "complete" ? runLink(c.fingerprint, c.name)
@@ -252,7 +272,7 @@ async function sweepPage(fp, q) {
   const metricNames = Object.keys((s.leaderboard || {}).metrics || {});
   const pick = el("select", { id: "sweep-metric", onchange: (ev) => go("/sweep/" + fp, { metric: ev.target.value }) },
     ["", ...metricNames].map((m) => el("option", { value: m, text: m || "every metric", selected: m === metricSel && m })));
-  show(el("h2", { id: "sweep-name", text: "Sweep " + s.name }),
+  show(el("h2", { id: "sweep-name", text: "Sweep " + s.name }), decisionBlock(s.decision, fpOf),
     table(["run", "state", "reason"], cells), el("h2", { text: "Leaderboard" }), pick, boards,
     s.leaderboard ? [el("h2", { text: "Report (charts, pairwise tests, Pareto front)" }),
       el("iframe", { class: "report", sandbox: "allow-scripts", src: "/api/sweep/" + encodeURIComponent(fp) +
