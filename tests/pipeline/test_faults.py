@@ -1,4 +1,5 @@
-"""Watchdogs and fatal errors on a real local Ray."""
+"""Watchdogs and fatal errors on a real local Ray, on generation actors started for the run and on resident
+ones (kept loaded between runs: issue 50), which a fault must leave no worse off."""
 
 import json
 import time
@@ -11,7 +12,17 @@ from auditkit_ray.errors import RunError
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 
 
-def test_hung_generation_fails_its_shard_fast_and_the_retry_completes_the_run(make_spec, tmp_path, rows, numbers):
+@pytest.fixture(params=["fresh", "resident"])
+def engines(request):
+    """The run's generation actors: started for it and stopped after it, or resident (every resident is evicted
+    after the test)."""
+    from resident_engines import residents
+
+    with residents(request.param == "resident"):
+        yield request.param
+
+
+def test_hung_generation_fails_its_shard_fast_and_the_retry_completes_the_run(make_spec, tmp_path, rows, numbers, engines):
     marker = tmp_path / "hung-once"
     spec = make_spec(
         "hang",
@@ -43,7 +54,7 @@ def test_hung_generation_fails_its_shard_fast_and_the_retry_completes_the_run(ma
     assert pid_of["q010"] != hung_pid, "the shard that hung was generated again by a fresh actor"
 
 
-def test_a_shard_that_always_hangs_is_recorded_as_errors_after_its_retries(make_spec):
+def test_a_shard_that_always_hangs_is_recorded_as_errors_after_its_retries(make_spec, engines):
     spec = make_spec(
         "hang-always",
         model={"type": "simulated", "fixed_cost_s": 0.0, "hang_ids": ["q001"]},
@@ -55,7 +66,7 @@ def test_a_shard_that_always_hangs_is_recorded_as_errors_after_its_retries(make_
     assert res.metrics["exact_match"].n == 32 and res.metrics["exact_match"].counts["error"] == 8
 
 
-def test_a_model_load_slower_than_the_shard_timeout_is_not_a_hung_shard(make_spec):
+def test_a_model_load_slower_than_the_shard_timeout_is_not_a_hung_shard(make_spec, engines):
     spec = make_spec(
         "slow-load",
         model={"type": "simulated", "fixed_cost_s": 0.0, "per_token_s": 0.0, "load_s": 4.0},
@@ -67,7 +78,7 @@ def test_a_model_load_slower_than_the_shard_timeout_is_not_a_hung_shard(make_spe
         f"generation time must not include the 4 s model load: {res.perf.generation_s}")
 
 
-def test_out_of_memory_in_the_engine_fails_the_run_fast_with_a_clear_error(make_spec, tmp_path):
+def test_out_of_memory_in_the_engine_fails_the_run_fast_with_a_clear_error(make_spec, tmp_path, engines):
     spec = make_spec("oom", model={"type": "simulated", "fixed_cost_s": 0.0, "oom_ids": ["q020"]})
     t0 = time.perf_counter()
     with pytest.raises(RunError, match="out of memory"):
