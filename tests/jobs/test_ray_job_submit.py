@@ -191,3 +191,37 @@ def test_grid_through_ray_job_submit_stopped_and_resubmitted_matches_uninterrupt
         b = pads.dataset(r["samples_path"]).to_table().sort_by([("shard", "ascending"), ("index", "ascending")])
         assert a.column("text").to_pylist() == b.column("text").to_pylist()
         assert a.column("scores").to_pylist() == b.column("scores").to_pylist()
+
+
+def test_resident_engines_at_an_address_are_opt_in_and_serve_the_next_command(cluster, tmp_path, data_file):
+    """On a cluster at an address a model stays loaded only when a run asks (``--resident``); then the next
+    command with the same model uses it, ``status --address`` lists it and ``evict --address`` frees it."""
+    from console import console
+
+    env = {**cluster["env"], "AUDITKIT_RAY_WARM": "0"}
+    env.pop("RAY_ADDRESS", None)
+
+    def run(store: str, *flags: str) -> dict:
+        cfg = tmp_path / f"{store}.json"
+        cfg.write_text(json.dumps({
+            "name": store, "model": {"type": "simulated", "fixed_cost_s": 0.0, "output": "target", "load_s": 0.5},
+            "dataset": {"path": str(data_file), "input_field": "question", "target_field": "answer"},
+            "metrics": ["exact_match"], "store": {"path": str(tmp_path / store)}, "tracking": {"index": False}}))
+        r = console("run", cfg, "--address", cluster["gcs"], "--json", "--quiet", *flags, env=env, timeout=300)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    def residents() -> list[dict]:
+        r = console("status", "--address", cluster["gcs"], "--json", env=env, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)["residents"]
+
+    assert run("plain")["metrics"]["exact_match"]["mean"] == 1.0
+    assert residents() == []  # opt-in at an address: nothing kept
+    run("kept", "--resident")
+    run("kept-again", "--resident")
+    kept = residents()
+    assert len(kept) == 1 and kept[0]["uses"] == 2 and kept[0]["model"].startswith("simulated"), kept
+    out = console("evict", "--all", "--address", cluster["gcs"], env=env, timeout=120)
+    assert out.returncode == 0 and "evicted" in out.stdout, out.stdout
+    assert residents() == []
