@@ -159,6 +159,18 @@ def _import_vllm() -> Any:
     return vllm
 
 
+def _on_gpu(spec: Any) -> bool:
+    """Whether the engine runs on a GPU (settings that ask for one, and a CUDA device present)."""
+    if not spec.needs_gpu():
+        return False
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except ImportError:
+        return False
+
+
 def _seed31(seed: int) -> int:
     return int(seed) & 0x7FFFFFFF
 
@@ -267,10 +279,15 @@ class VLLMBackend(Backend):
         # continuous: shards in flight share the tokenizer (a fast tokenizer can raise "Already borrowed" when
         # two threads use it at once)
         self._tok_lock = threading.Lock()
+        self._sleeps = False  # the engine was built with vLLM's sleep mode (on a GPU)
+        self._asleep = False
+        self._sleep_lock = threading.Lock()
 
     # ------------------------------------------------------------------ loading
     def load(self) -> None:
         if self.llm is not None:
+            if self._asleep:
+                self._wake()
             return
         vllm = _import_vllm()
         spec = self.spec
@@ -290,7 +307,11 @@ class VLLMBackend(Backend):
         for key in ("revision", "max_model_len", "quantization", "max_num_seqs"):
             if getattr(spec, key) is not None:
                 kwargs[key] = getattr(spec, key)
+        if _on_gpu(spec) and hasattr(vllm.LLM, "sleep") and "enable_sleep_mode" not in spec.engine_args:
+            # a resident engine sleeps between commands (``rest``): its KV cache freed, its weights in host memory
+            kwargs["enable_sleep_mode"] = True
         kwargs.update(spec.engine_args)
+        self._sleeps = bool(kwargs.get("enable_sleep_mode"))
         try:
             self.llm = vllm.LLM(**kwargs)
         except Exception as exc:  # noqa: BLE001 - an engine that cannot start is fatal
@@ -491,6 +512,29 @@ class VLLMBackend(Backend):
                     greedy = greedy and entry.rank == 1
                 results[i] = (total, greedy)
         return results  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ a resident engine
+    def warm_up(self) -> None:
+        """On a GPU, one token generated right after the engine is built, so the first shard carries no CUDA
+        warm-up (the engine's own profiling run does part of it; the first sampling kernels are the rest)."""
+        if not _on_gpu(self.spec) or self._processor is not None:
+            return
+        vllm = _import_vllm()
+        self.llm.generate([{"prompt_token_ids": [0, 1, 2, 3]}], vllm.SamplingParams(max_tokens=1), use_tqdm=False)
+
+    def rest(self) -> None:
+        """Between commands, on a GPU: vLLM's sleep mode, level 1 (the KV cache freed, the weights offloaded to
+        host memory); the next call wakes it (``load``). On a CPU the engine stays as it is."""
+        with self._sleep_lock:
+            if self._sleeps and not self._asleep and self.llm is not None:
+                self.llm.sleep(level=1)
+                self._asleep = True
+
+    def _wake(self) -> None:
+        with self._sleep_lock:
+            if self._asleep:
+                self.llm.wake_up()
+                self._asleep = False
 
     # ------------------------------------------------------------------ misc
     def close(self) -> None:
