@@ -318,19 +318,13 @@ class Registry:
 
 # --------------------------------------------------------------------------- the client side
 def registry(ray: Any, create: bool = True) -> Any | None:
-    """The cluster's registry actor; started when there is none and ``create`` (else None)."""
+    """The cluster's registry actor, answering; started when there is none and ``create`` (else None)."""
     for attempt in range(10):
-        try:
-            handle = ray.get_actor(REGISTRY, namespace=NAMESPACE)
-        except ValueError:  # none
+        handle = existing(ray)
+        if handle is None:
             if not create:
                 return None
-            memory_bytes, share = memory_budget()
-            # detached: it outlives the command that started it (on a private cluster, that command's end ends
-            # the cluster and it with it); get_if_exists: two commands starting it at once get the same one
-            handle = ray.remote(Registry).options(
-                name=REGISTRY, namespace=NAMESPACE, num_cpus=0, max_concurrency=32, get_if_exists=True,
-                lifetime="detached").remote(idle_timeout_s(), memory_bytes, share)
+            handle = start(ray)
         try:
             if ray.get(handle.ping.remote(), timeout=60):
                 return handle
@@ -343,6 +337,24 @@ def registry(ray: Any, create: bool = True) -> Any | None:
 
     raise InfrastructureError("the resident engines' registry did not answer (auditkit-ray down stops the cluster; "
                               "execution.resident: false runs without resident engines)")
+
+
+def existing(ray: Any) -> Any | None:
+    """The registry's handle if one is registered (it may be stopping), else None; asks nothing of it."""
+    try:
+        return ray.get_actor(REGISTRY, namespace=NAMESPACE)
+    except ValueError:
+        return None
+
+
+def start(ray: Any) -> Any:
+    """A handle to the registry, starting it (calls made on the handle wait for it to be up)."""
+    memory_bytes, share = memory_budget()
+    # detached: it outlives the command that started it (on a private cluster, that command's end ends the
+    # cluster and it with it); get_if_exists: two commands starting it at once get the same one
+    return ray.remote(Registry).options(name=REGISTRY, namespace=NAMESPACE, num_cpus=0, max_concurrency=32,
+                                        get_if_exists=True, lifetime="detached").remote(
+        idle_timeout_s(), memory_bytes, share)
 
 
 def resident_count(ray: Any) -> int:

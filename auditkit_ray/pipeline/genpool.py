@@ -159,15 +159,23 @@ class GenerationPool:
         from ..cluster import residents
 
         self.key, self.words, self.source = engine_key(lead, gpus, self.k, restarts)
-        self.registry = residents.registry(self.ray)
         self.lease = uuid.uuid4().hex
-        got = self.ray.get(self.registry.acquire.remote(self.key, n, self.lease, f"pid {os.getpid()} {self.name}"))
+        self.registry = residents.existing(self.ray)
+        got: list = []
+        existed = self.registry is not None
+        if not existed:
+            # no registry, so nothing is resident: start it, and the actors at once beside it (the calls made on
+            # it wait for it to be up, while the actors load)
+            self.registry = residents.start(self.ray)
+        else:
+            self.registry = residents.registry(self.ray)
+            got = self.ray.get(self.registry.acquire.remote(self.key, n, self.lease, f"pid {os.getpid()} {self.name}"))
         self.actors = [h for _, h in got]
         self.reused = len(got)
         self._renewing = threading.Event()
         threading.Thread(target=self._renew, args=(self._renewing,), name="auditkit-lease", daemon=True).start()
         missing = n - len(got)
-        if missing and gpus:
+        if missing and gpus and existed:  # idle residents may hold the GPUs the new actors need
             self.ray.get(self.registry.make_room.remote(missing * gpus))
         if got:
             log.info("%s: %d resident generation actor%s of %s already loaded", self.name, len(got),
@@ -194,8 +202,8 @@ class GenerationPool:
         names = [f"{ENGINE_PREFIX}{self.key[:12]}-{uuid.uuid4().hex[:8]}" for _ in range(n)]
         actors = [cls.options(name=name, namespace=NAMESPACE, lifetime="detached", **opts).remote(
             self._lead_json, self.driver) for name in names]
-        self.ray.get(self.registry.add.remote(self.lease, self.key, self.words, list(zip(names, actors)), gpus,
-                                              self.source))
+        # not waited for: the registry may still be starting; Ray keeps the calls' order
+        self.registry.add.remote(self.lease, self.key, self.words, list(zip(names, actors)), gpus, self.source)
         return actors
 
     # ---------------------------------------------------------------- the pipeline's use

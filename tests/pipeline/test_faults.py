@@ -22,7 +22,8 @@ def engines(request):
         yield request.param
 
 
-def test_hung_generation_fails_its_shard_fast_and_the_retry_completes_the_run(make_spec, tmp_path, rows, numbers, engines):
+def test_hung_generation_fails_its_shard_fast_and_the_retry_completes_the_run(make_spec, tmp_path, rows, numbers,
+                                                                              engines):
     marker = tmp_path / "hung-once"
     spec = make_spec(
         "hang",
