@@ -150,6 +150,12 @@ def payload_batch(payloads: list[ShardPayload], samples: list[bytes]) -> dict[st
     }
 
 
+def row_batch(row: dict[str, Any]) -> dict[str, Any]:
+    """A batch of one pipeline input row (``Plan.row``), as Ray Data hands a stage one row: each field a
+    one-element array."""
+    return {k: _objects([v]) for k, v in row.items()}
+
+
 def outcome_batch(outcomes: list[ShardOutcome]) -> dict[str, Any]:
     """The batch the last stage hands to the driver."""
     import numpy as np

@@ -281,6 +281,10 @@ class ExecutionSpec(Strict):
         "few-shot examples keep it on the driver")
     num_cpus: float | None = Field(None, ge=0, description="for `ray.init` when Ray starts locally")
     num_gpus: float | None = Field(None, ge=0, description="logical GPUs for `ray.init` when Ray starts locally")
+    direct: bool | None = Field(
+        None, description="run the shards without Ray Data: straight to the generation actors, scored in the "
+        "driver (default: for a run of at most 20,000 pending samples whose metrics are all deterministic checks, "
+        "without retrieval, outside a sweep; on a small run it saves the pipeline's own processes)")
     resident: bool | None = Field(
         None, description="keep the generation actors loaded after the run, for the next run of the same model "
         "(resident engines; `auditkit-ray status` lists them, `evict` frees them). Default: on for a cluster on "

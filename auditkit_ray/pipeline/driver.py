@@ -14,11 +14,12 @@ import time
 from typing import Any, Callable, Iterator
 
 from ..actors.context import DriverContext
+from ..actors.shard import read_outcome
 from ..config.models import RunSpec
 from ..errors import RAY_LOST_ERRORS, AuditKitError, InfrastructureError, Interrupted, RunError
 from ..store.db import ExperimentDB
 from ..store.layout import RunLayout
-from . import genpool
+from . import direct, genpool
 from .genpool import GenerationPool
 from .merge import merge
 from .plan import Plan, build_plans, mark_interrupted
@@ -107,7 +108,10 @@ def run_pipeline(plans: list[Plan], address: str | None, progress: bool, *, acto
     ray = init_ray(address, lead.execution)
     try:
         pool, generation = _generation_pool(ray, plans, actor_restarts, pool)
-        _run_pipeline(ray, plans, pending, stats, progress, on_shard, on_start, pool, generation)
+        if direct.eligible(plans, pending, in_sweep=on_start is not None):
+            _run_direct(plans, pending, stats, progress, on_shard, pool, generation)
+        else:
+            _run_pipeline(ray, plans, pending, stats, progress, on_shard, on_start, pool, generation)
     except KeyboardInterrupt:
         if pool is not None:
             pool.interrupted()
@@ -138,7 +142,22 @@ def _run_pipeline(ray: Any, plans: list[Plan], pending: list[tuple[Plan, int]], 
         handle.on_abort.append(pool.kill)
     if on_start is not None:
         on_start(handle)
-    _drain(ds, plans, stats, name, progress, on_shard, handle)
+    _drain((read_outcome(row["payload"]) for row in ds.iter_rows()), plans, stats, name, progress, on_shard, handle)
+
+
+def _run_direct(plans: list[Plan], pending: list[tuple[Plan, int]], stats: dict[str, dict[str, Any]],
+                progress: bool, on_shard: Callable[[Any], None] | None, pool: GenerationPool | None,
+                generation: str) -> None:
+    """A small run without Ray Data (``pipeline.direct``): the same stages, the same shards, the same outcomes."""
+    from ..cluster.compat import PipelineHandle
+
+    name = plans[0].spec.name if len(plans) == 1 else f"{len(plans)} runs"
+    runs = {p.layout.run_fp: (p.spec.model_dump_json(by_alias=True), p.store, p.layout) for p in plans}
+    handle = PipelineHandle()
+    if pool is not None:
+        handle.on_abort.append(pool.kill)
+    outs = direct.outcomes(plans, pending, runs, generation, pool, genpool.driver_context(), handle)
+    _drain(outs, plans, stats, name, progress, on_shard, handle)
 
 
 def _source(ray: Any, plans: list[Plan], runs: dict, pending: list[tuple[Plan, int]],
@@ -223,20 +242,17 @@ def _scoring_stages(ray: Any, ds: Any, plans: list[Plan], runs: dict, n_pending:
     return ds
 
 
-def _drain(ds: Any, plans: list[Plan], stats: dict[str, dict[str, Any]], name: str, progress: bool,
+def _drain(outcomes: Iterator[Any], plans: list[Plan], stats: dict[str, dict[str, Any]], name: str, progress: bool,
            on_shard: Callable[[Any], None] | None, handle: Any) -> None:
     """Read each shard's outcome as the pipeline yields it into ``stats``; an interrupt or a failure becomes
     the error a user reads (an abort's own reason first)."""
-    from ..actors.shard import read_outcome
-
     replays = plans[0].spec.model.replays_generations()  # its outputs are read, not generated: re-scored
     bar = ShardProgress(name, sum(p.n_shards for p in plans), sum(len(p.done) for p in plans), progress, progress_log,
                         rescoring=sum(len(p.pending) if replays else len(p.pending) - len(p.needs_generation)
                                       for p in plans))
     try:
         with _progress_shown(progress):
-            for row in ds.iter_rows():
-                out = read_outcome(row["payload"])
+            for out in outcomes:
                 bar.update(out.n, out.generation_s, out.generated and not replays)
                 if on_shard is not None:
                     on_shard(out)
