@@ -118,11 +118,11 @@ def _words(lead: RunSpec, content: str, gpus: float) -> str:
     if path:
         name = Path(path).name if os.path.isdir(path) else path  # a local folder by its name; a Hub id, a URI
     else:
-        name = getattr(m, "model", None) or getattr(m, "base_url", None) or m.type
+        name = getattr(m, "model", None) or getattr(m, "base_url", None) or ""
     extras = [str(v) for f in ("dtype", "quantization") if (v := getattr(m, f, None))]
     tail = [f"#{content[:8]}"] if content else []
     gpu = [f"({gpus:g} GPU{'s' if gpus != 1 else ''})"] if gpus else []
-    return " ".join([m.type, str(name), *extras, *tail, *gpu])
+    return " ".join(w for w in [m.type, str(name), *extras, *tail, *gpu] if w)
 
 
 class GenerationPool:

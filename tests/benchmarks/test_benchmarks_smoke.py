@@ -72,7 +72,7 @@ EXPECTED = {
                      "goal.vllm_backend_ge_1.0x_plain"],
     "gpu": ["gpu.plain.prompts_per_s", "gpu.auditkit.prompts_per_s", "gpu.auditkit.tokens_per_s",
             "gpu.ratio.auditkit_vs_plain", "gpu.fixed_length_held", "gpu.bytes_per_decode_step.weights"],
-    "startup": ["startup.plain-hf.wall", "startup.cli-cold.wall", "startup.cli-resident.wall",
+    "startup": ["startup.plain.wall", "startup.cli-cold.wall", "startup.cli-resident.wall",
                 "startup.cli-warm-fresh.wall", "startup.ratio.cli-resident_vs_plain",
                 "startup.first_token_gap.cli-cold", "startup.idle_cluster.memory",
                 "goal.resident_other_folder_le_0.5x_plain"],

@@ -305,3 +305,28 @@ def test_a_killed_resident_actor_mid_run_ends_with_the_uninterrupted_result(warm
     assert proc.returncode == 0, err
     assert _rows(out) == reference
     assert json.loads(out)["metrics"]["exact_match"]["n"] == 24
+
+
+def test_residents_beyond_the_memory_budget_are_evicted_least_recently_used_first(warm_env, tmp_path, data_file):
+    env = {**warm_env, "AUDITKIT_RAY_RESIDENT_MEMORY": "200M"}  # room for one small resident, not two
+
+    def run(name: str) -> None:
+        cfg = tmp_path / f"{name}.json"
+        cfg.write_text(json.dumps({
+            "name": name, "model": {"type": "simulated", "fixed_cost_s": 0.0, "output": name},
+            "dataset": {"path": str(data_file), "input_field": "question", "target_field": "answer"},
+            "metrics": ["exact_match"], "store": {"path": str(tmp_path / name)}}))
+        r = console("run", cfg, "--quiet", env=env, timeout=240)
+        assert r.returncode == 0, r.stderr
+
+    run("target")
+    first = _status(warm_env)["residents"]
+    assert len(first) == 1 and first[0]["rss_bytes"] < 200e6 < 2 * first[0]["rss_bytes"], first
+    run("prompt")
+    deadline = time.monotonic() + 60  # the registry reads its residents' memory every 10 s
+    left = _status(warm_env)["residents"]
+    while len(left) > 1 and time.monotonic() < deadline:
+        time.sleep(1)
+        left = _status(warm_env)["residents"]
+    assert len(left) == 1 and left[0]["name"] != first[0]["name"], left  # the older one went
+    assert not _alive(first[0]["pid"])
