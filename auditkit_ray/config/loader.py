@@ -14,8 +14,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..core.envvars import expand_env, fmt_loc
+from ..core.shown import shown, shown_text
 from ..errors import ConfigError
-from .documents import Lines, read_document
+from .documents import Lines, read_document, read_value
 from .models import RunSpec, SweepSpec
 from .paths import anchor_run_paths, anchor_sweep_paths
 from .sweep import expand
@@ -31,17 +32,19 @@ def is_sweep(data: Any) -> bool:
 
 def parse_overrides(items: list[str] | None) -> list[tuple[str, Any]]:
     """``["generation.temperature=0.7", ...]`` (``--set``) as (dotted key, value); values read as YAML
-    scalars or flow collections (``0.7``, ``true``, ``[a, b]``), as the file would hold them."""
-    import yaml
-
+    scalars or flow collections (``0.7``, ``true``, ``[a, b]``), as the file would hold them, under the
+    file's rules (``read_value``); text that is no YAML at all is taken as a string."""
     out = []
     for item in items or []:
         key, sep, raw = str(item).partition("=")
         if not sep or not key.strip() or any(not p for p in key.strip().split(".")):
-            raise ConfigError(f"--set {item!r}: expected KEY=VALUE with a dotted key (generation.temperature=0.7)")
+            raise ConfigError(f"--set {shown(str(item))}: expected KEY=VALUE with a dotted key "
+                              "(generation.temperature=0.7)")
         try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
+            value = read_value(raw, f"--set {shown_text(key.strip(), 60)}") if raw.strip() else ""
+        except ConfigError as exc:
+            if not getattr(exc, "syntax", False):
+                raise
             value = raw
         out.append((key.strip(), value))
     return out
