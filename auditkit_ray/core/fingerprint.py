@@ -14,7 +14,7 @@ import math
 from enum import Enum
 from typing import Any
 
-from .secrets import redact
+from .secrets import _known_values, is_secret_key, scrub_text
 
 
 def _canon(obj: Any) -> Any:
@@ -39,8 +39,30 @@ def _canon(obj: Any) -> Any:
     raise TypeError(f"cannot fingerprint a {type(obj).__name__}")
 
 
+def _canon_dropping_secrets(obj: Any) -> Any:
+    """``_canon(redact(_canon(obj), drop=True))`` in one walk (a sweep fingerprints every run it makes):
+    the canonical value with every key that names a credential dropped and every string scrubbed."""
+    if isinstance(obj, str):
+        return scrub_text(obj) if _known_values else obj
+    if isinstance(obj, bool) or obj is None or isinstance(obj, int):
+        return obj
+    if isinstance(obj, dict):
+        return {k: _canon_dropping_secrets(v) for k, v in ((str(k), v) for k, v in obj.items())
+                if not is_secret_key(k)}
+    if isinstance(obj, (list, tuple)):
+        return [_canon_dropping_secrets(v) for v in obj]
+    if isinstance(obj, float):
+        c = _canon(obj)  # an int, a float, or the text of a NaN or infinity
+        return scrub_text(c) if isinstance(c, str) and _known_values else c
+    if isinstance(obj, Enum):
+        return _canon_dropping_secrets(_canon(obj.value))
+    if hasattr(obj, "model_dump"):
+        return _canon_dropping_secrets(obj.model_dump(mode="json"))
+    return _canon(obj)  # raises: not a value a fingerprint takes
+
+
 def canonical_json(obj: Any) -> str:
-    return json.dumps(_canon(redact(_canon(obj), drop=True)), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(_canon_dropping_secrets(obj), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 def fingerprint(obj: Any) -> str:
