@@ -38,7 +38,7 @@ __all__ = [
     "load_sweep", "open_store", "parse_assignments", "parse_max_regression", "query_runs", "render_report", "rescore",
     "rescore_spec", "resolve_report_input", "resolve_run", "results_browser", "run_fingerprint", "samples_table",
     "schema", "scrub_secrets", "shard_status", "show_run", "sweep", "sweep_plan", "sync_runs", "use_color", "validate",
-    "cluster_up", "cluster_down", "cluster_status", "prefer_warm_cluster",
+    "error_text", "cluster_up", "cluster_down", "cluster_status", "prefer_warm_cluster",
 ]
 
 
@@ -103,12 +103,15 @@ def validate(path: str | os.PathLike, *, read_data: bool = True, overrides: Sequ
     truncated dataset, a duplicate id, invalid UTF-8 or a sample the prompt cannot be built from fails
     here); ``False`` checks the file alone (for very large datasets). ``overrides``/``limit``: a run
     file's, as ``as_run_spec`` applies them."""
-    from .config import RunSpec, expand
-    from .config import load_config as _load
+    from .config import RunSpec, load_config_runs
+    from .pipeline.identity import identities_shared
     from .pipeline.identity import run_fingerprint as _fp
 
-    spec = as_run_spec(path, overrides=overrides, limit=limit) if overrides or limit is not None else _load(path)
-    runs = [spec] if isinstance(spec, RunSpec) else expand(spec, source=str(path))
+    if overrides or limit is not None:
+        spec = as_run_spec(path, overrides=overrides, limit=limit)
+        runs = [spec]
+    else:
+        spec, runs = load_config_runs(path)  # a sweep expanded once
     _check_models(runs, str(path), sweep=not isinstance(spec, RunSpec))
     datasets: dict[str, int] = {}
     if read_data:
@@ -122,7 +125,8 @@ def validate(path: str | os.PathLike, *, read_data: bool = True, overrides: Sequ
     if isinstance(spec, RunSpec):
         return Validation("run", spec.name, fingerprint=_fp(spec), backend=spec.model.type, metrics=len(spec.metrics),
                           datasets=where)
-    return Validation("sweep", spec.name, runs=[(r.name, _fp(r)) for r in runs], datasets=where)
+    with identities_shared():  # a sweep's runs mostly read one dataset: its identity is worked out once
+        return Validation("sweep", spec.name, runs=[(r.name, _fp(r)) for r in runs], datasets=where)
 
 
 def _check_models(runs: list[Any], path: str, *, sweep: bool) -> None:
@@ -166,6 +170,14 @@ def scrub_secrets(text: str) -> str:
     from .core.secrets import scrub_text
 
     return scrub_text(text)
+
+
+def error_text(text: str) -> str:
+    """An error message as a terminal may show it: credentials masked, control characters escaped (a value
+    quoted from a file never drives the terminal)."""
+    from .core.shown import terminal_safe
+
+    return terminal_safe(scrub_secrets(text))
 
 
 # ----------------------------------------------------------------------------- running

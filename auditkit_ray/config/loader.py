@@ -22,8 +22,8 @@ from .paths import anchor_run_paths, anchor_sweep_paths
 from .sweep import expand
 from .validate import EXPAND_SECTIONS, run_spec_from_dict, validation_message
 
-__all__ = ["EXPAND_SECTIONS", "Lines", "expand_env", "fmt_loc", "is_sweep", "load_config", "load_run_spec",
-           "load_sweep_spec", "parse_overrides", "read_document", "run_spec_from_dict"]
+__all__ = ["EXPAND_SECTIONS", "Lines", "expand_env", "fmt_loc", "is_sweep", "load_config", "load_config_runs",
+           "load_run_spec", "load_sweep_spec", "parse_overrides", "read_document", "run_spec_from_dict"]
 
 
 def is_sweep(data: Any) -> bool:
@@ -82,22 +82,31 @@ def load_run_spec(path: str | os.PathLike, overrides: list[tuple[str, Any]] | No
     return run_spec_from_dict(anchor_run_paths(data, path), path_label, lines)
 
 
-def load_sweep_spec(path: str | os.PathLike) -> SweepSpec:
-    data, lines = read_document(path)
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: a sweep file must be a mapping, got {type(data).__name__}")
+def _sweep_spec(data: dict, path: str | os.PathLike, lines: Lines) -> SweepSpec:
     try:
         return SweepSpec.model_validate(anchor_sweep_paths(data, path))
     except ValidationError as exc:
         raise ConfigError(validation_message(exc, str(path), lines, root=SweepSpec)) from None
 
 
+def load_sweep_spec(path: str | os.PathLike) -> SweepSpec:
+    """A sweep file, validated but not expanded (``expand``; ``load_config_runs`` does both)."""
+    data, lines = read_document(path)
+    return _sweep_spec(data, path, lines)
+
+
+def load_config_runs(path: str | os.PathLike) -> tuple[RunSpec | SweepSpec, list[RunSpec]]:
+    """A run or a sweep file, told apart by the sweep's ``base`` key, and the runs it makes (the run, or the
+    sweep's expansion, each validated): the file is read once and a sweep expanded once."""
+    data, lines = read_document(path)
+    if is_sweep(data):
+        sweep = _sweep_spec(data, path, lines)
+        return sweep, expand(sweep, source=str(path), lines=lines)
+    run = run_spec_from_dict(anchor_run_paths(data, path), str(path), lines)
+    return run, [run]
+
+
 def load_config(path: str | os.PathLike) -> RunSpec | SweepSpec:
     """A run or a sweep, told apart by the sweep's ``base`` key. A sweep is
     also expanded once so that every run it makes is validated."""
-    data, lines = read_document(path)
-    if is_sweep(data):
-        sweep = load_sweep_spec(path)
-        expand(sweep, source=str(path), lines=lines)
-        return sweep
-    return run_spec_from_dict(anchor_run_paths(data, path), str(path), lines)
+    return load_config_runs(path)[0]

@@ -4,19 +4,19 @@ file, the line and the field path, and every metric resolved."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from pydantic import ValidationError
 
 from ..core.backends import backend_types
 from ..core.envvars import expand_env, fmt_loc
+from ..core.shown import shown, shown_text
 from ..core.suggest import did_you_mean
 from ..errors import ConfigError
 from .documents import Lines
 from .models import RunSpec, SweepSpec
 
-__all__ = ["EXPAND_SECTIONS", "run_spec_from_dict", "validation_message"]
+__all__ = ["EXPAND_SECTIONS", "run_spec_from_dict", "validation_message", "with_env"]
 
 #: sections in which ${VAR} is expanded
 EXPAND_SECTIONS = ("model", "judges")
@@ -26,10 +26,12 @@ EXPAND_SECTIONS = ("model", "judges")
 EXPAND_PATHS = ("dataset.path", "prompt.few_shot.path", "retrieval.corpus", "store.path")
 
 
-def _with_env(data: Any, source: str, lines: "Lines | None" = None) -> Any:
+def with_env(data: Any, source: str, lines: "Lines | None" = None, prefix: tuple = ()) -> Any:
+    """``data`` with ``${VAR}`` expanded where it expands; the caller's document stays as written (what
+    changes is copied: a section expanded is rebuilt, a path's mappings are copied along it)."""
     if not isinstance(data, dict):
         return data
-    out = copy.deepcopy(data)  # the caller's document stays as written
+    out = dict(data)
     try:
         for section in EXPAND_SECTIONS:
             if section in out:
@@ -40,50 +42,62 @@ def _with_env(data: Any, source: str, lines: "Lines | None" = None) -> Any:
             for part in parts[:-1]:
                 node = node.get(part) if isinstance(node, dict) else None
             if isinstance(node, dict) and isinstance(node.get(parts[-1]), str) and "${" in node[parts[-1]]:
-                node[parts[-1]] = expand_env(node[parts[-1]], tuple(parts))
+                value = expand_env(node[parts[-1]], tuple(parts))
+                node = out
+                for part in parts[:-1]:
+                    node[part] = dict(node[part])
+                    node = node[part]
+                node[parts[-1]] = value
     except ConfigError as exc:
-        line = lines.line(getattr(exc, "loc", ())) if lines else None
+        line = lines.line(prefix + tuple(getattr(exc, "loc", ()))) if lines else None
         raise ConfigError(f"{source}{':' + str(line) if line else ''}: {exc}") from None
     return out
 
 
 def validation_message(exc: ValidationError, source: str, lines: Lines, prefix: tuple = (),
                        root: type = RunSpec) -> str:
-    """One line per error (five at most): the file, the line, the field path and what is wrong. ``root`` is the
-    model validated (a run, or a sweep): an unknown field's suggestions are the names accepted where it stands."""
-    msgs = []
-    for err in exc.errors()[:5]:
-        loc = _drop_union_tags(tuple(err["loc"]))
-        if err["type"] == "union_tag_invalid":  # the line of the tag itself ("type: ehco")
-            loc += (str((err.get("ctx") or {}).get("discriminator", "type")).strip("'"),)
-        full = prefix + loc
-        line = lines.line(full)
-        where = f"{source}:{line}" if line else source
-        msg = err["msg"]
-        if err["type"] == "extra_forbidden":
-            msg = _unknown_field(str(loc[-1]), tuple(err["loc"][:-1]), root)
-        elif err["type"] == "union_tag_invalid":
-            ctx = err.get("ctx") or {}
-            tags = [t.strip(" '") for t in str(ctx.get("expected_tags", "")).split(",") if t.strip(" '")]
-            msg = (f"unknown {loc[-1]} {ctx.get('tag')!r}"
-                   f"{did_you_mean(str(ctx.get('tag')), tags)} (one of: {', '.join(tags)})")
-            err = {**err, "input": None}
-        elif err["type"] == "missing":
-            msg = "required field is missing"
-        inp = err.get("input")
-        if err["type"] not in ("missing", "extra_forbidden") and isinstance(inp, (str, int, float, bool)):
-            msg += f" (got {inp!r})"
-        msgs.append(f"{where}: {fmt_loc(full)}: {msg}")
-    more = len(exc.errors()) - 5
-    if more > 0:
-        msgs.append(f"... and {more} more")
-    return "\n".join(msgs)
+    """One line: the file, the line, the field path and what is wrong with the first error, then the field
+    paths of the others (three at most). ``root`` is the model validated (a run, or a sweep): an unknown
+    field's suggestions are the names accepted where it stands."""
+    errors = exc.errors()
+    where, first = _one_error(errors[0], source, lines, prefix, root)
+    msg = f"{where}: {first}"
+    if len(errors) > 1:
+        others = [fmt_loc(prefix + _drop_union_tags(tuple(e["loc"]))) for e in errors[1:4]]
+        more = f", and {len(errors) - 4} more" if len(errors) > 4 else ""
+        msg += f" (and {len(errors) - 1} more: {', '.join(others)}{more})"
+    return msg
+
+
+def _one_error(err: Any, source: str, lines: Lines, prefix: tuple, root: type) -> tuple[str, str]:
+    """(file and line, "field.path: what is wrong") of one pydantic error."""
+    loc = _drop_union_tags(tuple(err["loc"]))
+    if err["type"] == "union_tag_invalid":  # the line of the tag itself ("type: ehco")
+        loc += (str((err.get("ctx") or {}).get("discriminator", "type")).strip("'"),)
+    full = prefix + loc
+    line = lines.line(full)
+    where = f"{source}:{line}" if line else source
+    msg = shown_text(err["msg"], 300)
+    if err["type"] == "extra_forbidden":
+        msg = _unknown_field(str(loc[-1]), tuple(err["loc"][:-1]), root)
+    elif err["type"] == "union_tag_invalid":
+        ctx = err.get("ctx") or {}
+        tags = [t.strip(" '") for t in str(ctx.get("expected_tags", "")).split(",") if t.strip(" '")]
+        tag = str(ctx.get("tag"))
+        msg = f"unknown {loc[-1]} {shown(tag, 40)}{did_you_mean(tag[:200], tags)} (one of: {', '.join(tags)})"
+        err = {**err, "input": None}
+    elif err["type"] == "missing":
+        msg = "required field is missing"
+    inp = err.get("input")
+    if err["type"] not in ("missing", "extra_forbidden") and isinstance(inp, (str, int, float, bool)):
+        msg += f" (got {shown(inp, 60)})"
+    return where, f"{fmt_loc(full)}: {msg}"
 
 
 def _unknown_field(name: str, loc: tuple, root: type) -> str:
     if root is SweepSpec and not loc and name in RunSpec.model_fields:
         return f"unknown field at the top of a sweep: a run's settings go under base (base.{name})"
-    return "unknown field" + did_you_mean(name, [f for f in _fields_at(loc, root) if f != name])
+    return "unknown field" + did_you_mean(name[:200], [f for f in _fields_at(loc, root) if f != name])
 
 
 def _fields_at(loc: tuple, root: type) -> list[str]:
@@ -136,15 +150,29 @@ def _drop_union_tags(loc: tuple) -> tuple:
     return tuple(out)
 
 
-def _check_metrics(spec: RunSpec, source: str, lines: Lines, prefix: tuple = ()) -> None:
+def _check_metrics(spec: RunSpec, source: str, lines: Lines, prefix: tuple = (),
+                   checked: set[str] | None = None) -> None:
+    """Each metric builds; ``checked``: the settings already built once (a sweep's runs share most)."""
+    import json
+
     from ..core.registry import build_metric
 
     for i, m in enumerate(spec.metrics):
+        params = dict(m.params)
+        if m.on is not None:
+            params["on"] = m.on
+        key = None
+        if checked is not None:
+            try:
+                key = f"{m.name}\0{m.as_}\0{m.on}\0{json.dumps(m.params, sort_keys=True) if m.params else ''}"
+            except (TypeError, ValueError):
+                key = None
+            if key in checked:
+                continue
         try:
-            params = dict(m.params)
-            if m.on is not None:
-                params["on"] = m.on
             build_metric(m.name, params, m.as_)
+            if key is not None:
+                checked.add(key)
         except ConfigError as exc:
             loc = prefix + ("metrics", i)
             line = lines.line(loc)
@@ -152,14 +180,18 @@ def _check_metrics(spec: RunSpec, source: str, lines: Lines, prefix: tuple = ())
             raise ConfigError(f"{where}: {fmt_loc(loc)}: {exc}") from None
 
 
-def run_spec_from_dict(data: Any, source: str = "<config>", lines: Lines | None = None, prefix: tuple = ()) -> RunSpec:
+def run_spec_from_dict(data: Any, source: str = "<config>", lines: Lines | None = None, prefix: tuple = (),
+                       checked: set[str] | None = None, env: bool = True) -> RunSpec:
+    """A validated run from a run file's content. ``checked``: metric settings built already; ``env=False``:
+    ``${VAR}`` expanded already (``with_env``; ``expand`` does it once for all the runs of a sweep)."""
     lines = lines or Lines(None)
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: a run file must be a mapping, got {type(data).__name__}")
-    data = _with_env(data, source, lines)
+    if env:
+        data = with_env(data, source, lines, prefix)
     try:
         spec = RunSpec.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(validation_message(exc, source, lines, prefix)) from None
-    _check_metrics(spec, source, lines, prefix)
+    _check_metrics(spec, source, lines, prefix, checked)
     return spec

@@ -15,18 +15,20 @@ from typing import Any
 
 from ..errors import ConfigError
 from .secrets import is_secret_key, remember_secret
+from .shown import shown_text
 
 VAR = re.compile(r"\$(\$)?\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
 def fmt_loc(loc: tuple) -> str:
-    """A field path as written in messages: ``model.headers.Authorization``, ``metrics[1].name``."""
+    """A field path as written in messages: ``model.headers.Authorization``, ``metrics[1].name``; each key
+    shortened and escaped (``core.shown``), and a path deeper than eight keys shown by its ends."""
+    parts = [f"[{p}]" if isinstance(p, int) else shown_text(p, 40) for p in loc]
+    if len(parts) > 8:
+        parts = parts[:4] + [f"...({len(parts) - 7} more)..."] + parts[-3:]
     out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
+    for part in parts:
+        out += part if part.startswith("[") or not out else "." + part
     return out or "<root>"
 
 
