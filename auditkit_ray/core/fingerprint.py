@@ -14,7 +14,7 @@ import math
 from enum import Enum
 from typing import Any
 
-from .secrets import _known_values, is_secret_key, scrub_text
+from .secrets import any_remembered, is_secret_key, scrub_text
 
 
 def _canon(obj: Any) -> Any:
@@ -43,7 +43,7 @@ def _canon_dropping_secrets(obj: Any) -> Any:
     """``_canon(redact(_canon(obj), drop=True))`` in one walk (a sweep fingerprints every run it makes):
     the canonical value with every key that names a credential dropped and every string scrubbed."""
     if isinstance(obj, str):
-        return scrub_text(obj) if _known_values else obj
+        return scrub_text(obj) if any_remembered() else obj
     if isinstance(obj, bool) or obj is None or isinstance(obj, int):
         return obj
     if isinstance(obj, dict):
@@ -53,7 +53,7 @@ def _canon_dropping_secrets(obj: Any) -> Any:
         return [_canon_dropping_secrets(v) for v in obj]
     if isinstance(obj, float):
         c = _canon(obj)  # an int, a float, or the text of a NaN or infinity
-        return scrub_text(c) if isinstance(c, str) and _known_values else c
+        return scrub_text(c) if isinstance(c, str) and any_remembered() else c
     if isinstance(obj, Enum):
         return _canon_dropping_secrets(_canon(obj.value))
     if hasattr(obj, "model_dump"):
