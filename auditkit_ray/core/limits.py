@@ -45,9 +45,9 @@ LIMITS: tuple[tuple[str, str, str], ...] = (
     ("values", f"{MAX_VALUES:,}", "mappings, lists and scalars in a file; a YAML alias counts the values it "
      "stands for at each use, so an alias bomb is refused before it is expanded"),
     ("duplicate keys", "none", "a key given twice in one mapping is an error (YAML and JSON), never last-wins"),
-    ("YAML tags", "the JSON types", "`!!str`, `!!int`, `!!float`, `!!bool`, `!!null`, `!!seq`, `!!map` and "
-     "dates; `!!binary`, `!!set`, `!!omap`, `!!pairs` and Python tags are refused, as is a tagged value that "
-     "cannot be read (`!!int 1.5`)"),
+    ("YAML tags", "the JSON types", "`!!str`, `!!int`, `!!float`, `!!bool`, `!!null`, `!!seq`, `!!map`; "
+     "`!!binary`, `!!set`, `!!omap`, `!!pairs`, `!!timestamp` and Python tags are refused, as is a tagged value "
+     "that cannot be read (`!!int 1.5`); an unquoted date (`2024-01-01`) is text, as in JSON"),
     ("keys", "strings", "a mapping's keys are strings (`'1': x`, not `1: x`)"),
     ("encoding", "UTF-8", "a UTF-8 byte-order mark is allowed; UTF-16 and other encodings are refused"),
     ("sweep size", f"{MAX_SWEEP_RUNS:,} runs", "the grid's cells times the explicit `runs`"),
