@@ -32,7 +32,7 @@ __all__ = ["Lines", "read_document", "read_text", "read_value"]
 
 _STR, _MERGE = "tag:yaml.org,2002:str", "tag:yaml.org,2002:merge"
 #: tags whose values are no JSON type: refused, so that a file means the same read as YAML or as JSON
-_REFUSED_TAGS = ("binary", "set", "omap", "pairs")
+_REFUSED_TAGS = ("binary", "set", "omap", "pairs", "timestamp")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE_PROBLEM = "a string holds a lone UTF-16 surrogate (an escape like \\ud800): not text"
 
@@ -166,8 +166,9 @@ class _Rules(Composer, SafeConstructor, Resolver):
 
 # YAML 1.2 booleans: only true/false. (YAML 1.1 reads ``on``, ``off``, ``yes`` and ``no`` as booleans, which
 # would turn ``on: extracted`` into ``True: extracted``.)
+# Dates stay text, as in JSON (YAML 1.1 reads ``2024-01-01`` as a date, which no setting takes).
 _Rules.yaml_implicit_resolvers = {
-    k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:bool"]
+    k: [(tag, rx) for tag, rx in v if tag not in ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:timestamp")]
     for k, v in Resolver.yaml_implicit_resolvers.items()
 }
 _Rules.add_implicit_resolver(
