@@ -51,6 +51,9 @@ def render(template: str, record: dict, sample_id: str = "?", images: tuple[str,
                 f"sample {sample_id!r}: the prompt template needs field {m.group(1)!r}, "
                 f"which the sample lacks (it has: {fields})"
             ) from None
+        if value is None:  # never the text "None" in a prompt
+            raise DataError(f"sample {sample_id!r}: the prompt template needs field {m.group(1)!r}, which is null "
+                            "in the sample")
         return value if isinstance(value, str) else str(value)
 
     return _PLACEHOLDER.sub(sub, template)

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .secrets import is_secret_key, remember_secret
-from .shown import shown_text
+from .shown import shown, shown_text
 
 VAR = re.compile(r"\$(\$)?\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -32,6 +32,19 @@ def fmt_loc(loc: tuple) -> str:
     return out or "<root>"
 
 
+def _check_references(text: str, loc: tuple) -> None:
+    """Every ``${`` in ``text`` starts a reference (``${VAR}``, ``${VAR:-default}``) or is written ``$${``:
+    a malformed one (``${VAR``, ``${1X}``, ``${VAR:default}``) would be kept as literal text, so it is an
+    error naming the field."""
+    covered = {m.start() + (1 if m.group(1) else 0) for m in VAR.finditer(text)}
+    for m in re.finditer(r"\$\{", text):
+        if m.start() not in covered and not (m.start() > 0 and text[m.start() - 1] == "$"):
+            err = ConfigError(f"{fmt_loc(loc)}: {shown(text[m.start():m.start() + 200], 40)} is not a "
+                              "variable reference: write ${VAR} or ${VAR:-default} (a literal ${ is written $${)")
+            err.loc = loc
+            raise err
+
+
 def expand_env(obj: Any, loc: tuple = (), env: dict[str, str] | None = None) -> Any:
     """``obj`` with ``${VAR}`` expanded in every string, recursively. A variable
     that is not set and has no default raises ``ConfigError`` naming the field
@@ -44,6 +57,7 @@ def expand_env(obj: Any, loc: tuple = (), env: dict[str, str] | None = None) -> 
     if not isinstance(obj, str) or "${" not in obj:
         return obj
     secretish = any(isinstance(k, str) and is_secret_key(k) for k in loc)
+    _check_references(obj, loc)
 
     def sub(m: re.Match) -> str:
         if m.group(1):  # $${...} -> literal ${...}
