@@ -18,7 +18,7 @@ from ..config.models import RunSpec
 from ..core.gcpause import gc_paused
 from ..core.types import Sample
 from ..data.readers import load_samples, read_records
-from ..errors import ConfigError, ModelSourceError
+from ..errors import ConfigError, DataError, ModelSourceError
 from ..store.base import ResultStore
 from ..store.layout import RunLayout
 from .shard_rows import agent_metadata_fn, shard_row
@@ -158,6 +158,9 @@ def preflight(spec: RunSpec) -> None:
     """Checks that are cheap on the driver and expensive to discover in an actor."""
     check_data_root(spec)
     check_checkpoint(spec)
+    corpus = spec.retrieval.corpus if spec.retrieval is not None else None
+    if corpus and "://" not in corpus and not Path(corpus).exists():  # before the retrieval actors start
+        raise DataError(f"retrieval.corpus {corpus!r}: file not found ({Path(corpus).absolute()})")
     stored = spec.model.stored_inputs()
     if stored and not Path(stored).exists():
         raise ConfigError(f"model.path {stored!r}: no such file or directory of stored generations")
@@ -345,6 +348,14 @@ def check_dataset(spec: RunSpec) -> int:
         lo, hi = i * size, (i + 1) * size
         shard_row(spec, adapter, agent_meta, i, list(zip(samples[lo:hi], raws[lo:hi])), keep=False)
     return len(samples)
+
+
+def check_corpus(spec: RunSpec) -> int:
+    """Read the run's retrieval corpus as the retrieval actors will: its number of documents, or the error
+    they would stop with (missing, empty, a folder, a line that is no document)."""
+    from ..rag import load_corpus
+
+    return len(load_corpus(spec.retrieval.corpus).docs) if spec.retrieval and spec.retrieval.corpus else 0
 
 
 def build_plans(specs: list[RunSpec], *, in_tasks: bool = False, address: str | None = None,
