@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from .errors import ConfigError
+from .errors import AuditKitError, ConfigError
 from .init_templates import RUN_FILE as STARTER_RUN_FILE
 from .init_templates import SWEEP_FILE as STARTER_SWEEP_FILE
 
@@ -107,31 +108,58 @@ def validate(path: str | os.PathLike, *, read_data: bool = True, overrides: Sequ
     from .pipeline.identity import identities_shared
     from .pipeline.identity import run_fingerprint as _fp
 
+    lines = None
     if overrides or limit is not None:
         spec = as_run_spec(path, overrides=overrides, limit=limit)
         runs = [spec]
     else:
-        spec, runs = load_config_runs(path)  # a sweep expanded once
-    _check_models(runs, str(path), sweep=not isinstance(spec, RunSpec))
+        spec, runs, lines = load_config_runs(path)  # a sweep expanded once
+    with _naming(path, spec, lines, "model.path"):
+        _check_models(runs, sweep=not isinstance(spec, RunSpec))
     datasets: dict[str, int] = {}
     if read_data:
-        from .pipeline.plan import check_dataset
+        from .pipeline.plan import check_corpus, check_dataset
 
+        corpora: set[str] = set()
         for r in runs:
             key = json.dumps([r.dataset.model_dump(mode="json"), r.prompt.model_dump(mode="json")], sort_keys=True)
             if key not in datasets:
-                datasets[key] = check_dataset(r)
+                with _naming(path, spec, lines, "dataset.path"):
+                    datasets[key] = check_dataset(r)
+            if r.retrieval is not None and r.retrieval.corpus and r.retrieval.corpus not in corpora:
+                with _naming(path, spec, lines, "retrieval.corpus"):
+                    check_corpus(r)
+                corpora.add(r.retrieval.corpus)
     where = [(json.loads(k)[0].get("path") or json.loads(k)[0].get("hub"), n) for k, n in datasets.items()]
-    if isinstance(spec, RunSpec):
-        return Validation("run", spec.name, fingerprint=_fp(spec), backend=spec.model.type, metrics=len(spec.metrics),
-                          datasets=where)
-    with identities_shared():  # a sweep's runs mostly read one dataset: its identity is worked out once
-        return Validation("sweep", spec.name, runs=[(r.name, _fp(r)) for r in runs], datasets=where)
+    with _naming(path, spec, lines, None):
+        if isinstance(spec, RunSpec):
+            return Validation("run", spec.name, fingerprint=_fp(spec), backend=spec.model.type,
+                              metrics=len(spec.metrics), datasets=where)
+        with identities_shared():  # a sweep's runs mostly read one dataset: its identity is worked out once
+            return Validation("sweep", spec.name, runs=[(r.name, _fp(r)) for r in runs], datasets=where)
 
 
-def _check_models(runs: list[Any], path: str, *, sweep: bool) -> None:
+@contextmanager
+def _naming(path: Any, spec: Any, lines: Any, setting: str | None) -> Iterator[None]:
+    """An error from checking what a file names (its data, its checkpoint, its fingerprint) names the file
+    first, and the line of the setting where there is one; long paths in it shortened."""
+    from .config.loader import setting_line
+    from .core.shown import shorten_tokens
+
+    try:
+        yield
+    except AuditKitError as exc:
+        line = setting_line(spec, lines, setting) if setting else None
+        text = shorten_tokens(str(exc))
+        about = f"{setting}: " if setting and not text.startswith(setting) else ""
+        exc.args = (f"{path}{f':{line}' if line else ''}: {about}{text}",)
+        raise exc.with_traceback(None) from None
+
+
+def _check_models(runs: list[Any], *, sweep: bool) -> None:
     """Each run's checkpoint is there (a local directory with config.json) or can be pinned (a Hub id, an
-    ``s3://`` prefix): one ModelSourceError naming every run whose is not (a sweep would fail those cells)."""
+    ``s3://`` prefix): one ModelSourceError naming the runs whose is not (a sweep would fail those cells;
+    three reasons, and three runs for each, at most)."""
     from .errors import ModelSourceError
     from .pipeline.plan import model_problem
 
@@ -140,14 +168,20 @@ def _check_models(runs: list[Any], path: str, *, sweep: bool) -> None:
     if not problems:
         return
     if not sweep:
-        raise ModelSourceError(f"{path}: {problems[0][1]}")
+        raise ModelSourceError(problems[0][1])
     by_reason: dict[str, list[str]] = {}
     for name, why in problems:
         by_reason.setdefault(why, []).append(name)
-    raise ModelSourceError(f"{path}: {len(problems)} of {len(runs)} runs have no checkpoint to load (the sweep "
-                           "would fail their cells): " + "; ".join(
-                               f"{why} (run{'s' if len(names) > 1 else ''} {', '.join(names)})"
-                               for why, names in by_reason.items()))
+
+    def runs_named(names: list[str]) -> str:
+        more = f" and {len(names) - 3:,} more" if len(names) > 3 else ""
+        return f"run{'s' if len(names) > 1 else ''} {', '.join(names[:3])}{more}"
+
+    reasons = [f"{why} ({runs_named(names)})" for why, names in list(by_reason.items())[:3]]
+    if len(by_reason) > 3:
+        reasons.append(f"{len(by_reason) - 3:,} other reasons")
+    raise ModelSourceError(f"{len(problems):,} of {len(runs):,} runs have no checkpoint to load (the sweep "
+                           "would fail their cells): " + "; ".join(reasons))
 
 
 def schema(kind: str = "run") -> dict[str, Any]:
@@ -174,10 +208,10 @@ def scrub_secrets(text: str) -> str:
 
 def error_text(text: str) -> str:
     """An error message as a terminal may show it: credentials masked, control characters escaped (a value
-    quoted from a file never drives the terminal)."""
-    from .core.shown import terminal_safe
+    quoted from a file never drives the terminal), a path or value of hundreds of characters shortened."""
+    from .core.shown import shorten_tokens, terminal_safe
 
-    return terminal_safe(scrub_secrets(text))
+    return terminal_safe(shorten_tokens(scrub_secrets(text)))
 
 
 # ----------------------------------------------------------------------------- running

@@ -65,7 +65,7 @@ def render(
     from .config.models import SweepSpec
 
     path = Path(sweep_file)
-    spec, runs = load_config_runs(path)  # refuse to render an invalid sweep
+    spec, runs, _ = load_config_runs(path)  # refuse to render an invalid sweep
     if not isinstance(spec, SweepSpec):
         raise ConfigError(f"{path}: a run file, not a sweep: the RayJob runs `auditkit-ray sweep`, so give it a sweep "
                           "file (a 'base' run and a 'grid'; one cell is enough)")

@@ -4,6 +4,7 @@ file, the line and the field path, and every metric resolved."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import ValidationError
@@ -11,12 +12,15 @@ from pydantic import ValidationError
 from ..core.backends import backend_types
 from ..core.envvars import expand_env, fmt_loc
 from ..core.shown import shown, shown_text
+from ..core.strict import FieldError
 from ..core.suggest import did_you_mean
 from ..errors import ConfigError
 from .documents import Lines
+from .fields import path_problem
 from .models import RunSpec, SweepSpec
 
-__all__ = ["EXPAND_SECTIONS", "run_spec_from_dict", "validation_message", "with_env"]
+__all__ = ["EXPAND_SECTIONS", "PATH_SETTINGS", "check_paths", "run_spec_from_dict", "validation_message",
+           "with_env"]
 
 #: sections in which ${VAR} is expanded
 EXPAND_SECTIONS = ("model", "judges")
@@ -54,6 +58,26 @@ def with_env(data: Any, source: str, lines: "Lines | None" = None, prefix: tuple
     return out
 
 
+#: every setting that names a file, a folder or a URI: checked as a path before anything looks it up
+PATH_SETTINGS = ("dataset.path", "model.path", "prompt.few_shot.path", "retrieval.corpus", "store.path", "tracking.db")
+
+
+def check_paths(data: Any, source: str, lines: "Lines | None" = None, prefix: tuple = ()) -> None:
+    """Each path setting of a run document that no file system takes (a NUL or ESC in it, a name longer than
+    the limits): a ``ConfigError`` at its line, before ``os.stat`` would raise on it."""
+    if not isinstance(data, dict):
+        return
+    for dotted in PATH_SETTINGS:
+        node: Any = data
+        for part in dotted.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        problem = path_problem(node)
+        if problem:
+            loc = prefix + tuple(dotted.split("."))
+            line = lines.line(loc) if lines is not None else None
+            raise ConfigError(f"{source}{f':{line}' if line else ''}: {dotted}: {problem}")
+
+
 def validation_message(exc: ValidationError, source: str, lines: Lines, prefix: tuple = (),
                        root: type = RunSpec) -> str:
     """One line: the file, the line, the field path and what is wrong with the first error, then the field
@@ -62,11 +86,24 @@ def validation_message(exc: ValidationError, source: str, lines: Lines, prefix: 
     errors = exc.errors()
     where, first = _one_error(errors[0], source, lines, prefix, root)
     msg = f"{where}: {first}"
-    if len(errors) > 1:
-        others = [fmt_loc(prefix + _drop_union_tags(tuple(e["loc"]))) for e in errors[1:4]]
-        more = f", and {len(errors) - 4} more" if len(errors) > 4 else ""
-        msg += f" (and {len(errors) - 1} more: {', '.join(others)}{more})"
+    loc = _drop_union_tags(tuple(errors[0]["loc"]))
+    same = [e for e in errors[1:] if _drop_union_tags(tuple(e["loc"])) == loc]  # other members of a union
+    if same:
+        msg += f"; or: {_message(same[0])}"
+    others = [e for e in errors[1:] if _drop_union_tags(tuple(e["loc"])) != loc]
+    if others:
+        locs = list(dict.fromkeys(fmt_loc(prefix + _drop_union_tags(tuple(e["loc"]))) for e in others))
+        more = f", and {len(locs) - 3} more" if len(locs) > 3 else ""
+        msg += f" (and {len(others)} more: {', '.join(locs[:3])}{more})"
     return msg
+
+
+def _message(err: Any) -> str:
+    """What pydantic says is wrong, without its "Value error, " for a check of ours."""
+    about = (err.get("ctx") or {}).get("error")
+    if err["type"] == "value_error" and about is not None:
+        return shown_text(str(about), 300)
+    return shown_text(err["msg"], 300)
 
 
 def _one_error(err: Any, source: str, lines: Lines, prefix: tuple, root: type) -> tuple[str, str]:
@@ -74,10 +111,15 @@ def _one_error(err: Any, source: str, lines: Lines, prefix: tuple, root: type) -
     loc = _drop_union_tags(tuple(err["loc"]))
     if err["type"] == "union_tag_invalid":  # the line of the tag itself ("type: ehco")
         loc += (str((err.get("ctx") or {}).get("discriminator", "type")).strip("'"),)
+    msg = _message(err)
+    about = (err.get("ctx") or {}).get("error")
+    if isinstance(about, FieldError):  # a model's check about one of its fields: reported at that field
+        loc += (about.field,)
+    if err["type"] == "value_error":  # our own check: its message says what the value is
+        err = {**err, "input": None}
     full = prefix + loc
     line = lines.line(full)
     where = f"{source}:{line}" if line else source
-    msg = shown_text(err["msg"], 300)
     if err["type"] == "extra_forbidden":
         msg = _unknown_field(str(loc[-1]), tuple(err["loc"][:-1]), root)
     elif err["type"] == "union_tag_invalid":
@@ -146,8 +188,15 @@ def _drop_union_tags(loc: tuple) -> tuple:
         after_union = i > 0 and (loc[i - 1] == "model" or isinstance(loc[i - 1], int))
         if isinstance(part, str) and part in tags and after_union:
             continue
+        if isinstance(part, str) and _MEMBER.match(part):  # a member of a plain union: `select: first | int`
+            continue
         out.append(part)
     return tuple(out)
+
+
+#: how pydantic names the members of a plain union in an error's path (``literal['first','last']``,
+#: ``constrained-int``, ``int``): never a field of ours, whose names are identifiers
+_MEMBER = re.compile(r"^(?:int|float|str|bool|none|.*[\[\]'(-].*)$")
 
 
 def _check_metrics(spec: RunSpec, source: str, lines: Lines, prefix: tuple = (),
@@ -189,6 +238,7 @@ def run_spec_from_dict(data: Any, source: str = "<config>", lines: Lines | None 
         raise ConfigError(f"{source}: a run file must be a mapping, got {type(data).__name__}")
     if env:
         data = with_env(data, source, lines, prefix)
+    check_paths(data, source, lines, prefix)
     try:
         spec = RunSpec.model_validate(data)
     except ValidationError as exc:

@@ -14,7 +14,7 @@ from typing import Any
 
 from .limits import MESSAGE_VALUE_CHARS
 
-__all__ = ["clip", "shown", "shown_text", "terminal_safe"]
+__all__ = ["clip", "shorten_tokens", "shown", "shown_text", "terminal_safe"]
 
 #: C0 controls but tab and newline, DEL, C1 controls, and the Unicode controls that reorder or hide text
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
@@ -73,6 +73,15 @@ def shown(value: Any, limit: int = MESSAGE_VALUE_CHARS) -> str:
     except Exception:  # noqa: BLE001 - a value whose repr fails still gets a message
         text = f"<{type(value).__name__}>"
     return clip(_escaped(text), limit)
+
+
+_LONG_TOKEN = re.compile(r"\S{%d,}" % (4 * MESSAGE_VALUE_CHARS))
+
+
+def shorten_tokens(message: str, limit: int = 2 * MESSAGE_VALUE_CHARS) -> str:
+    """``message`` with each run of text without spaces longer than ``4 * MESSAGE_VALUE_CHARS`` (a path, a
+    URL, a value named by another layer) shortened in the middle to about ``limit``."""
+    return _LONG_TOKEN.sub(lambda m: clip(m.group(0), limit), message)
 
 
 def terminal_safe(message: str) -> str:
