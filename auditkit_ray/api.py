@@ -158,8 +158,8 @@ def _naming(path: Any, spec: Any, lines: Any, setting: str | None) -> Iterator[N
 
 def _check_models(runs: list[Any], *, sweep: bool) -> None:
     """Each run's checkpoint is there (a local directory with config.json) or can be pinned (a Hub id, an
-    ``s3://`` prefix): one ModelSourceError naming the runs whose is not (a sweep would fail those cells;
-    three reasons, and three runs for each, at most)."""
+    ``s3://`` prefix): one ModelSourceError naming the runs whose is not (a sweep would fail those cells): two
+    reasons with three of their runs each, and how many runs more."""
     from .errors import ModelSourceError
     from .pipeline.plan import model_problem
 
@@ -177,11 +177,12 @@ def _check_models(runs: list[Any], *, sweep: bool) -> None:
         more = f" and {len(names) - 3:,} more" if len(names) > 3 else ""
         return f"run{'s' if len(names) > 1 else ''} {', '.join(names[:3])}{more}"
 
-    reasons = [f"{why} ({runs_named(names)})" for why, names in list(by_reason.items())[:3]]
-    if len(by_reason) > 3:
-        reasons.append(f"{len(by_reason) - 3:,} other reasons")
+    shown_reasons = list(by_reason.items())[:2]
+    rest = len(problems) - sum(len(names) for _, names in shown_reasons)
+    also = f"; and {rest:,} more run{'s' if rest > 1 else ''} for other reasons" if rest else ""
     raise ModelSourceError(f"{len(problems):,} of {len(runs):,} runs have no checkpoint to load (the sweep "
-                           "would fail their cells): " + "; ".join(reasons))
+                           "would fail their cells): "
+                           + "; ".join(f"{why} ({runs_named(names)})" for why, names in shown_reasons) + also)
 
 
 def schema(kind: str = "run") -> dict[str, Any]:

@@ -134,12 +134,17 @@ def load_config(path: str | os.PathLike) -> RunSpec | SweepSpec:
 
 def setting_line(spec: RunSpec | SweepSpec, lines: Lines | None, dotted: str) -> int | None:
     """The line of a file that sets ``dotted`` (``dataset.path``) for ``spec``'s runs: a sweep's grid key
-    that sets it, else its base's; None without lines."""
+    that sets it, else its base's where the base sets it; None without lines or one line."""
     if lines is None:
         return None
     if isinstance(spec, SweepSpec):
         for key in spec.grid:
             if dotted == key or dotted.startswith(key + "."):
                 return lines.line(("grid", key))
+        base = spec.base
+        for part in dotted.split("."):
+            if not isinstance(base, dict) or part not in base:
+                return None  # set in the explicit runs, or by default: no one line
+            base = base[part]
         return lines.line(("base", *dotted.split(".")))
     return lines.line(tuple(dotted.split(".")))
