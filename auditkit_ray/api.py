@@ -151,7 +151,7 @@ def _naming(path: Any, spec: Any, lines: Any, setting: str | None) -> Iterator[N
     except AuditKitError as exc:
         line = setting_line(spec, lines, setting) if setting else None
         text = shorten_tokens(str(exc))
-        about = f"{setting}: " if setting and not text.startswith(setting) else ""
+        about = f"{setting}: " if setting and setting not in text else ""
         exc.args = (f"{path}{f':{line}' if line else ''}: {about}{text}",)
         raise exc.with_traceback(None) from None
 
