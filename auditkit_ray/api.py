@@ -158,13 +158,22 @@ def _naming(path: Any, spec: Any, lines: Any, setting: str | None) -> Iterator[N
 
 def _check_models(runs: list[Any], *, sweep: bool) -> None:
     """Each run's checkpoint is there (a local directory with config.json) or can be pinned (a Hub id, an
-    ``s3://`` prefix): one ModelSourceError naming the runs whose is not (a sweep would fail those cells): two
-    reasons with three of their runs each, and how many runs more."""
+    ``s3://`` prefix): one ModelSourceError naming the runs whose is not (a sweep would fail those cells): the
+    first reason in full, the next shortened, each with two of its runs, and how many runs more."""
+    from .core.shown import clip
     from .errors import ModelSourceError
     from .pipeline.plan import model_problem
 
     pins: dict[tuple, str] = {}
-    problems = [(r.name, why) for r in runs if (why := model_problem(r, pins)[1]) is not None]
+    found: dict[str, str | None] = {}  # by model settings: a sweep's runs share a few checkpoints
+
+    def problem(r: Any) -> str | None:
+        key = r.model.model_dump_json()
+        if key not in found:
+            found[key] = model_problem(r, pins)[1]
+        return found[key]
+
+    problems = [(r.name, why) for r in runs if (why := problem(r)) is not None]
     if not problems:
         return
     if not sweep:
@@ -174,15 +183,18 @@ def _check_models(runs: list[Any], *, sweep: bool) -> None:
         by_reason.setdefault(why, []).append(name)
 
     def runs_named(names: list[str]) -> str:
-        more = f" and {len(names) - 3:,} more" if len(names) > 3 else ""
-        return f"run{'s' if len(names) > 1 else ''} {', '.join(names[:3])}{more}"
+        more = f" and {len(names) - 2:,} more" if len(names) > 2 else ""
+        return f"run{'s' if len(names) > 1 else ''} {', '.join(names[:2])}{more}"
 
-    shown_reasons = list(by_reason.items())[:2]
-    rest = len(problems) - sum(len(names) for _, names in shown_reasons)
-    also = f"; and {rest:,} more run{'s' if rest > 1 else ''} for other reasons" if rest else ""
+    (why, names), *others = by_reason.items()
+    text = f"{why} ({runs_named(names)})"
+    if others:  # the next reason shortened, the rest counted: one line of a few hundred characters
+        also, also_names = others[0]
+        text += f"; also {clip(also, 100)} ({runs_named(also_names)})"
+        rest = sum(len(n) for _, n in others[1:])
+        text += f"; and {rest:,} more run{'s' if rest > 1 else ''} for other reasons" if rest else ""
     raise ModelSourceError(f"{len(problems):,} of {len(runs):,} runs have no checkpoint to load (the sweep "
-                           "would fail their cells): "
-                           + "; ".join(f"{why} ({runs_named(names)})" for why, names in shown_reasons) + also)
+                           f"would fail their cells): {text}")
 
 
 def schema(kind: str = "run") -> dict[str, Any]:

@@ -78,6 +78,15 @@ def _files_under(folder: Path, patterns: tuple[str, ...]) -> Any:
 
 
 def model_identity(spec: RunSpec) -> dict[str, Any]:
+    if _SHARED is None:
+        return _model_identity(spec)
+    key = ("model", spec.model.model_dump_json())
+    if key not in _SHARED:
+        _SHARED[key] = _model_identity(spec)
+    return _SHARED[key]
+
+
+def _model_identity(spec: RunSpec) -> dict[str, Any]:
     from ..sources import pinned
 
     m = spec.model
@@ -107,13 +116,13 @@ def model_identity(spec: RunSpec) -> dict[str, Any]:
 _DATASET_SOURCE_FIELDS = {"path", "name", "hub", "config", "revision", "endpoint_url", "region"}
 
 
-#: dataset and metric identities by setting, while ``identities_shared`` is in effect (None: not)
+#: model, dataset and metric identities by setting, while ``identities_shared`` is in effect (None: not)
 _SHARED: dict[tuple, Any] | None = None
 
 
 @contextmanager
 def identities_shared() -> Iterator[None]:
-    """Within it, a dataset's identity (and a list of metrics') is worked out once per distinct setting: for
+    """Within it, a model's, a dataset's and a list of metrics' identity is worked out once per setting: for
     fingerprinting every run of a sweep at once (``validate``), whose runs mostly read one dataset that does
     not change meanwhile. Outside it, every call looks at the files again."""
     global _SHARED
