@@ -16,7 +16,7 @@ MAX_DEPTH = 100
 MAX_VALUES = 200_000
 #: runs one sweep expands to (the grid's cells times the explicit runs)
 MAX_SWEEP_RUNS = 100_000
-#: characters of a path (dataset.path, model.path, retrieval.corpus, ...); of one part of it between slashes
+#: bytes (UTF-8) of a path (dataset.path, model.path, retrieval.corpus, ...); of one part of it between slashes
 MAX_PATH_CHARS = 4096
 MAX_PATH_PART_CHARS = 255
 #: characters of a name (a run's, a sweep's, an annotator's, a metric's ``as``)
@@ -51,14 +51,14 @@ LIMITS: tuple[tuple[str, str, str], ...] = (
     ("keys", "strings", "a mapping's keys are strings (`'1': x`, not `1: x`)"),
     ("encoding", "UTF-8", "a UTF-8 byte-order mark is allowed; UTF-16 and other encodings are refused"),
     ("sweep size", f"{MAX_SWEEP_RUNS:,} runs", "the grid's cells times the explicit `runs`"),
-    ("paths", f"{MAX_PATH_CHARS:,} characters, {MAX_PATH_PART_CHARS} between slashes",
+    ("paths", f"{MAX_PATH_CHARS:,} bytes (UTF-8), {MAX_PATH_PART_CHARS} between slashes",
      "every path and URI; no control characters (NUL, ESC, newline...)"),
     ("names", f"{MAX_NAME_CHARS:,} characters", "a run's, a sweep's, an annotator's name; no control characters"),
     ("`repeats`", f"1 to {MAX_REPEATS:,}", ""),
     ("`max_new_tokens`", f"1 to {MAX_NEW_TOKENS:,}", "the generation's and a model annotator's"),
     ("seeds", "-2\\*\\*63 to 2\\*\\*64 - 1", "every `seed`"),
     ("`num_cpus`, `num_gpus`", f"0, or {MIN_RESOURCE} to {MAX_RESOURCE:,}", "finite; Ray's resource step is 0.0001"),
-    ("actor counts", f"1 to {MAX_ACTORS:,}", "`execution.*_actors`, `plan_tasks`"),
+    ("actor counts", f"up to {MAX_ACTORS:,}", "`execution.*_actors` (from 1), `plan_tasks` (from 0)"),
     ("numbers", "finite", "no NaN or infinity in a numeric setting; `true`/`false` is not a number"),
     ("regex `select`", f"`first`, `last` or 0 to {MAX_MATCH_INDEX:,}", "the match taken, counted from 0"),
     ("hashed folders", f"{MAX_HASHED_FILES:,} files", "a folder input (`retrieval.corpus`, a checkpoint, stored "
