@@ -118,18 +118,22 @@ def validate(path: str | os.PathLike, *, read_data: bool = True, overrides: Sequ
         _check_models(runs, sweep=not isinstance(spec, RunSpec))
     datasets: dict[str, int] = {}
     if read_data:
-        from .pipeline.plan import check_corpus, check_dataset
+        from .pipeline.plan import check_dataset
 
-        corpora: set[str] = set()
         for r in runs:
             key = json.dumps([r.dataset.model_dump(mode="json"), r.prompt.model_dump(mode="json")], sort_keys=True)
             if key not in datasets:
                 with _naming(path, spec, lines, "dataset.path"):
                     datasets[key] = check_dataset(r)
-            if r.retrieval is not None and r.retrieval.corpus and r.retrieval.corpus not in corpora:
-                with _naming(path, spec, lines, "retrieval.corpus"):
-                    check_corpus(r)
-                corpora.add(r.retrieval.corpus)
+    from .pipeline.plan import check_corpus
+
+    corpora: set[str] = set()
+    for r in runs:  # read with the data; without, a corpus that is no file is still refused (never hashed)
+        corpus = r.retrieval.corpus if r.retrieval is not None else None
+        if corpus and corpus not in corpora and (read_data or ("://" not in corpus and not Path(corpus).is_file())):
+            with _naming(path, spec, lines, "retrieval.corpus"):
+                check_corpus(r)
+            corpora.add(corpus)
     where = [(json.loads(k)[0].get("path") or json.loads(k)[0].get("hub"), n) for k, n in datasets.items()]
     with _naming(path, spec, lines, None):
         if isinstance(spec, RunSpec):

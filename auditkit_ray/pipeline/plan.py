@@ -18,7 +18,7 @@ from ..config.models import RunSpec
 from ..core.gcpause import gc_paused
 from ..core.types import Sample
 from ..data.readers import load_samples, read_records
-from ..errors import ConfigError, DataError, ModelSourceError
+from ..errors import ConfigError, ModelSourceError
 from ..store.base import ResultStore
 from ..store.layout import RunLayout
 from .shard_rows import agent_metadata_fn, shard_row
@@ -159,8 +159,8 @@ def preflight(spec: RunSpec) -> None:
     check_data_root(spec)
     check_checkpoint(spec)
     corpus = spec.retrieval.corpus if spec.retrieval is not None else None
-    if corpus and "://" not in corpus and not Path(corpus).exists():  # before the retrieval actors start
-        raise DataError(f"retrieval.corpus {corpus!r}: file not found ({Path(corpus).absolute()})")
+    if corpus and "://" not in corpus and not Path(corpus).is_file():  # before the retrieval actors start
+        check_corpus(spec)  # raises: a missing file or a folder, named
     stored = spec.model.stored_inputs()
     if stored and not Path(stored).exists():
         raise ConfigError(f"model.path {stored!r}: no such file or directory of stored generations")
