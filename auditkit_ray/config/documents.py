@@ -436,6 +436,9 @@ def read_document(path: str | os.PathLike) -> tuple[Any, Lines]:
         raise ConfigError(f"{p}:1: the file is empty; a run file is a mapping (model:, dataset:, ...), "
                           "a sweep file too (base:, grid:)")
     data, lines = read_text(text, p, as_json=p.suffix.lower() == ".json")
+    if data is None and lines.root is None:  # comments only, or a bare `---`
+        raise ConfigError(f"{p}:1: the file holds no settings; a run file is a mapping (model:, dataset:, ...), "
+                          "a sweep file too (base:, grid:)")
     if not isinstance(data, dict):
         kind = _KIND.get(type(data), type(data).__name__)
         raise ConfigError(f"{_where(p, lines.line(()))}: a run or sweep file is a mapping (model:, dataset:, "
