@@ -121,7 +121,7 @@ def _one_error(err: Any, source: str, lines: Lines, prefix: tuple, root: type) -
     line = lines.line(full)
     where = f"{source}:{line}" if line else source
     if err["type"] == "extra_forbidden":
-        msg = _unknown_field(str(loc[-1]), tuple(err["loc"][:-1]), root)
+        msg = _unknown_field(str(err["loc"][-1]), tuple(err["loc"][:-1]), root)
     elif err["type"] == "union_tag_invalid":
         ctx = err.get("ctx") or {}
         tags = [t.strip(" '") for t in str(ctx.get("expected_tags", "")).split(",") if t.strip(" '")]
@@ -188,7 +188,7 @@ def _drop_union_tags(loc: tuple) -> tuple:
         after_union = i > 0 and (loc[i - 1] == "model" or isinstance(loc[i - 1], int))
         if isinstance(part, str) and part in tags and after_union:
             continue
-        if isinstance(part, str) and _MEMBER.match(part):  # a member of a plain union: `select: first | int`
+        if i > 0 and isinstance(part, str) and _MEMBER.match(part):  # a plain union's member: `select: first | int`
             continue
         out.append(part)
     return tuple(out)
@@ -196,7 +196,8 @@ def _drop_union_tags(loc: tuple) -> tuple:
 
 #: how pydantic names the members of a plain union in an error's path (``literal['first','last']``,
 #: ``constrained-int``, ``int``): never a field of ours, whose names are identifiers
-_MEMBER = re.compile(r"^(?:int|float|str|bool|none|.*[\[\]'(-].*)$")
+_MEMBER = re.compile(r"^(?:int|float|str|bool|none|constrained-(?:int|float|str)|"
+                     r"(?:literal|function-(?:after|before|wrap|plain)|list|dict|tagged-union)\[.*\])$")
 
 
 def _check_metrics(spec: RunSpec, source: str, lines: Lines, prefix: tuple = (),

@@ -77,6 +77,9 @@ EXPECTED = {
                 "goal.whole_run_warm_le_1.15x_plain"],
     "signals": ["signals.run-private.SIGINT.stop", "signals.run-private.SIGTERM.stop",
                 "signals.ratio.run-private.term_vs_int", "goal.term_le_1.5x_int"],
+    "validate": ["validate.run_file.cpu", "validate.grid500.cpu", "validate.grid5000.per_run",
+                 "validate.ratio.per_run", "validate.grid5000_bad_cell.one_line_naming_the_cell",
+                 "goal.per_run_linear"],
 }
 
 
