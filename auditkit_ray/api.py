@@ -7,7 +7,6 @@ thin call into the engine modules, imported inside the function, so that
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -105,6 +104,7 @@ def validate(path: str | os.PathLike, *, read_data: bool = True, overrides: Sequ
     here); ``False`` checks the file alone (for very large datasets). ``overrides``/``limit``: a run
     file's, as ``as_run_spec`` applies them."""
     from .config import RunSpec, load_config_runs
+    from .core.gcpause import gc_paused
     from .pipeline.identity import identities_shared
     from .pipeline.identity import run_fingerprint as _fp
 
@@ -116,15 +116,15 @@ def validate(path: str | os.PathLike, *, read_data: bool = True, overrides: Sequ
         spec, runs, lines = load_config_runs(path)  # a sweep expanded once
     with _naming(path, spec, lines, "model.path"):
         _check_models(runs, sweep=not isinstance(spec, RunSpec))
-    datasets: dict[str, int] = {}
+    datasets: dict[str, tuple[str, int]] = {}
     if read_data:
         from .pipeline.plan import check_dataset
 
         for r in runs:
-            key = json.dumps([r.dataset.model_dump(mode="json"), r.prompt.model_dump(mode="json")], sort_keys=True)
+            key = r.dataset.model_dump_json() + "\0" + r.prompt.model_dump_json()
             if key not in datasets:
                 with _naming(path, spec, lines, "dataset.path"):
-                    datasets[key] = check_dataset(r)
+                    datasets[key] = (r.dataset.path or r.dataset.hub, check_dataset(r))
     from .pipeline.plan import check_corpus
 
     corpora: set[str] = set()
@@ -134,12 +134,14 @@ def validate(path: str | os.PathLike, *, read_data: bool = True, overrides: Sequ
             with _naming(path, spec, lines, "retrieval.corpus"):
                 check_corpus(r)
             corpora.add(corpus)
-    where = [(json.loads(k)[0].get("path") or json.loads(k)[0].get("hub"), n) for k, n in datasets.items()]
+    where = list(datasets.values())
     with _naming(path, spec, lines, None):
         if isinstance(spec, RunSpec):
             return Validation("run", spec.name, fingerprint=_fp(spec), backend=spec.model.type,
                               metrics=len(spec.metrics), datasets=where)
-        with identities_shared():  # a sweep's runs mostly read one dataset: its identity is worked out once
+        # a sweep's runs mostly read one dataset: its identity is worked out once; and the collector, which would
+        # walk every run made so far at each collection, waits
+        with identities_shared(), gc_paused():
             return Validation("sweep", spec.name, runs=[(r.name, _fp(r)) for r in runs], datasets=where)
 
 

@@ -42,6 +42,8 @@ def path_problem(value: Any) -> str | None:
     None."""
     if not isinstance(value, str):
         return None
+    if len(value) <= MAX_PATH_PART_CHARS and value.isascii() and value.isprintable():
+        return None  # the common case, at once: short, and no control character
     bad = _control(value)
     if bad:
         return f"a path holds {bad}"

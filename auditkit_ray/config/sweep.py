@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from ..core.envvars import fmt_loc
+from ..core.gcpause import gc_paused
 from ..core.limits import MAX_SWEEP_RUNS
 from ..core.shown import shown, shown_text
 from ..errors import ConfigError
@@ -126,6 +127,11 @@ def expand(sweep: SweepSpec, source: str = "<sweep>", lines: Any = None) -> list
     validated as a run file (an error names the run and the line of what set the field). ``${VAR}`` is
     expanded once in each explicit run and once in each grid value, not once per run."""
     _check_shape(sweep, source, lines)
+    with gc_paused():  # tens of thousands of runs stay alive: collections would walk them all, again and again
+        return _expand(sweep, source, lines)
+
+
+def _expand(sweep: SweepSpec, source: str, lines: Any) -> list[RunSpec]:
     keys = list(sweep.grid)
     paths = [k.split(".") for k in keys]
     lines = _GridLines(lines or Lines(None), keys)

@@ -46,8 +46,9 @@ class Strict(BaseModel):
     def _no_bool_numbers(cls, data: Any) -> Any:
         # pydantic takes true for 1 and false for 0 in a number field; a setting written `repeats: true` is
         # a mistake, not a count
-        if isinstance(data, dict):
-            for key in cls._number_keys():
-                if isinstance(data.get(key), bool):
-                    raise FieldError(key, f"{str(data[key]).lower()} is a boolean, not a number")
+        if isinstance(data, dict) and bool in set(map(type, data.values())):  # rare: look closer only then
+            keys = cls._number_keys()
+            for key, value in data.items():
+                if key in keys and isinstance(value, bool):
+                    raise FieldError(key, f"{str(value).lower()} is a boolean, not a number")
         return data
