@@ -10,7 +10,7 @@ deep nesting); sweeps given grids from one cell to far beyond the limit; the tex
 non-UTF-8 bytes, YAML tags, alias bombs and duplicated lines; JSON as well as YAML; empty files and folders.
 
 ``make test`` runs it derandomised (tests/conftest.py's profile) with a budget of about a minute
-(``AUDITKIT_FUZZ_EXAMPLES`` per test, 150 by default); ``make fuzz`` runs it long with fresh random draws
+(``AUDITKIT_FUZZ_EXAMPLES`` per test, 600 by default); ``make fuzz`` runs it long with fresh random draws
 (``AUDITKIT_FUZZ_EXAMPLES=5000 AUDITKIT_FUZZ_RANDOM=1``).
 """
 
@@ -42,7 +42,7 @@ MAX_EXTRA_CHARS = 800
 #: CPU seconds one file may take (the issue's "within a second or two")
 MAX_CPU_S = 2.0
 
-EXAMPLES = int(os.environ.get("AUDITKIT_FUZZ_EXAMPLES", "150"))
+EXAMPLES = int(os.environ.get("AUDITKIT_FUZZ_EXAMPLES", "600"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=not os.environ.get("AUDITKIT_FUZZ_RANDOM"),
                 database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
