@@ -8,6 +8,7 @@ thin call into the engine modules, imported inside the function, so that
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -150,13 +151,17 @@ def _naming(path: Any, spec: Any, lines: Any, setting: str | None) -> Iterator[N
     """An error from checking what a file names (its data, its checkpoint, its fingerprint) names the file
     first, and the line of the setting where there is one; long paths in it shortened."""
     from .config.loader import setting_line
+    from .config.models import RunSpec
     from .core.shown import shorten_tokens
 
     try:
         yield
     except AuditKitError as exc:
-        line = setting_line(spec, lines, setting) if setting else None
         text = shorten_tokens(str(exc))
+        named = re.match(r"([a-z_]+(?:\.[a-z_]+)+)[ :]", text)  # the error names its own setting: that one's line
+        if named and named.group(1).split(".")[0] in RunSpec.model_fields:
+            setting = named.group(1)
+        line = setting_line(spec, lines, setting) if setting else None
         about = f"{setting}: " if setting and setting not in text else ""
         exc.args = (f"{path}{f':{line}' if line else ''}: {about}{text}",)
         raise exc.with_traceback(None) from None
