@@ -90,61 +90,46 @@ class _Rules(Composer, SafeConstructor, Resolver):
     def _size(self, node: Node) -> int:
         return self._sizes.get(id(node), 1)
 
-    def compose_sequence_node(self, anchor: Any) -> Node:
+    def _open_collection(self, kind: type, anchor: Any) -> Any:
+        """The node a collection's start event opens (one level deeper, anchored, marked open)."""
         start = self.get_event()
         self._enter(start.start_mark)
         tag = start.tag
         if tag is None or tag == "!":
-            tag = self.resolve(SequenceNode, None, start.implicit)
-        node = SequenceNode(tag, [], start.start_mark, None, flow_style=start.flow_style)
+            tag = self.resolve(kind, None, start.implicit)
+        node = kind(tag, [], start.start_mark, None, flow_style=start.flow_style)
         if anchor is not None:
             self.anchors[anchor] = node
         self._open.add(id(node))
-        size = 1
-        while not self.check_event(SequenceEndEvent):
-            child = self.compose_node(node, len(node.value))
-            node.value.append(child)
-            size += self._size(child)
-            if size > MAX_VALUES:
-                break
-        else:
+        return node
+
+    def _close_collection(self, node: Node, size: int) -> Node:
+        if size <= MAX_VALUES:
             node.end_mark = self.get_event().end_mark
         self._done(node, size)
         return node
 
+    def compose_sequence_node(self, anchor: Any) -> Node:
+        node = self._open_collection(SequenceNode, anchor)
+        size = 1
+        while size <= MAX_VALUES and not self.check_event(SequenceEndEvent):
+            child = self.compose_node(node, len(node.value))
+            node.value.append(child)
+            size += self._size(child)
+        return self._close_collection(node, size)
+
     def compose_mapping_node(self, anchor: Any) -> Node:
-        start = self.get_event()
-        self._enter(start.start_mark)
-        tag = start.tag
-        if tag is None or tag == "!":
-            tag = self.resolve(MappingNode, None, start.implicit)
-        node = MappingNode(tag, [], start.start_mark, None, flow_style=start.flow_style)
-        if anchor is not None:
-            self.anchors[anchor] = node
-        self._open.add(id(node))
+        node = self._open_collection(MappingNode, anchor)
         seen: dict[str, Any] = {}
         size = 1
-        while not self.check_event(MappingEndEvent):
+        while size <= MAX_VALUES and not self.check_event(MappingEndEvent):
             key = self.compose_node(node, None)
             if key.tag != _MERGE:
-                if not isinstance(key, ScalarNode) or key.tag != _STR:
-                    what = "a mapping or a list" if not isinstance(key, ScalarNode) else shown(key.value, 40)
-                    raise _Refused(f"a key must be a string, not {what} (quote it: '{shown_text(key.value, 40)}')"
-                                   if isinstance(key, ScalarNode) else f"a key must be a string, not {what}",
-                                   key.start_mark)
-                if key.value in seen:
-                    raise _Refused(f"duplicate key {shown(key.value, 60)} (first on line "
-                                   f"{seen[key.value].line + 1}): a key is given once", key.start_mark)
-                seen[key.value] = key.start_mark
+                _check_key(key, seen)
             value = self.compose_node(node, key)
             node.value.append((key, value))
             size += self._size(key) + self._size(value)
-            if size > MAX_VALUES:
-                break
-        else:
-            node.end_mark = self.get_event().end_mark
-        self._done(node, size)
-        return node
+        return self._close_collection(node, size)
 
     # ------------------------------------------------------------------ constructing
     def construct_object(self, node: Node, deep: bool = False) -> Any:
@@ -176,6 +161,19 @@ _Rules.add_implicit_resolver(
 )
 for _tag in _REFUSED_TAGS:
     _Rules.add_constructor(f"tag:yaml.org,2002:{_tag}", _Rules._refused_tag)
+
+
+def _check_key(key: Node, seen: dict[str, Any]) -> None:
+    """A mapping's key is a string, given once (``seen``: the keys so far, with their marks)."""
+    if not isinstance(key, ScalarNode):
+        raise _Refused("a key must be a string, not a mapping or a list", key.start_mark)
+    if key.tag != _STR:
+        raise _Refused(f"a key must be a string, not {shown(key.value, 40)} (quote it: "
+                       f"'{shown_text(key.value, 40)}')", key.start_mark)
+    if key.value in seen:
+        raise _Refused(f"duplicate key {shown(key.value, 60)} (first on line {seen[key.value].line + 1}): a key "
+                       "is given once", key.start_mark)
+    seen[key.value] = key.start_mark
 
 
 class _PyLoader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, _Rules):
