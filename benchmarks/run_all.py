@@ -41,6 +41,7 @@ BENCHMARKS = {
     "startup": "bench_startup.py",
     "signals": "bench_signals.py",
     "noninferiority": "bench_noninferiority.py",
+    "validate": "bench_validate.py",
 }
 
 

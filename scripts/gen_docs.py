@@ -172,6 +172,7 @@ def configuration_md() -> str:
              "Which fields change the numbers (and so enter the fingerprint) is decided in "
              "`auditkit_ray/pipeline/identity.py`: execution, storage, experiment and tracking settings do not; "
              "see [concepts](concepts.md#fingerprints).", ""]
+    lines += limits_section()
     lines += _SchemaDoc(json_schema("run"), "run").render(
         "Run file", "One model on one dataset with one set of metrics (`auditkit-ray run FILE`).")
     lines += _SchemaDoc(json_schema("sweep"), "sweep").render(
@@ -180,6 +181,19 @@ def configuration_md() -> str:
         "of values and the cartesian product is taken; each entry of `runs` is an explicit override crossed with "
         "the grid. Each expanded run is validated as a run file, and the error names the run.")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def limits_section() -> list[str]:
+    """The limits a file is held to (``auditkit_ray.core.limits.LIMITS``), as a table."""
+    from auditkit_ray.core.limits import LIMITS
+
+    out = ["## Limits", "",
+           "Every file gets an answer within a second or two: valid, or one line naming the file, the line and "
+           "what is wrong (values in it shortened and control characters escaped). A file beyond one of these "
+           "limits is refused with the limit in the message.", "",
+           "| what | limit | notes |", "| --- | --- | --- |"]
+    out += [f"| {_cell(what)} | {_cell(limit)} | {_cell(note)} |" for what, limit, note in LIMITS]
+    return out + [""]
 
 
 # ----------------------------------------------------------------------------- metrics

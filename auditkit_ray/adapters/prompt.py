@@ -57,6 +57,9 @@ def render(template: str, record: dict, sample_id: str = "?", images: tuple[str,
                 f"{did_you_mean(name.split('.')[0], record)}, which the sample lacks (its fields: "
                 f"{', '.join(have) or 'none'})"
             ) from None
+        if value is None:  # never the text "None" in a prompt
+            raise DataError(f"sample {sample_id!r}: the prompt template needs field {m.group(1)!r}, which is null "
+                            "in the sample")
         return value if isinstance(value, str) else str(value)
 
     return _PLACEHOLDER.sub(sub, template)

@@ -151,10 +151,10 @@ def _main(argv: Sequence[str] | None, streams: list[Any]) -> int:
             streams.append(out)
             return args.handler(args)
     except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {api.error_text(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except AuditKitError as exc:
-        print(f"error: {api.scrub_secrets(str(exc))}", file=sys.stderr)
+        print(f"error: {api.error_text(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except BrokenPipeError:
         # the reader of our output went away (`| head`) where sys.stdout was bypassed; what it wanted it has:

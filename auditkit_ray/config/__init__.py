@@ -1,6 +1,6 @@
 """Configuration: strict models, loaders, sweep expansion and JSON Schema."""
 
-from .loader import load_config, load_run_spec, load_sweep_spec, run_spec_from_dict
+from .loader import load_config, load_config_runs, load_run_spec, load_sweep_spec, run_spec_from_dict
 from .models import RunSpec, SweepSpec
 from .sweep import expand
 
@@ -19,6 +19,7 @@ __all__ = [
     "expand",
     "json_schema",
     "load_config",
+    "load_config_runs",
     "load_run_spec",
     "load_sweep_spec",
     "run_spec_from_dict",

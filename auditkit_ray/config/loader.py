@@ -16,15 +16,16 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..core.envvars import expand_env, fmt_loc
+from ..core.shown import shown, shown_text
 from ..errors import ConfigError
-from .documents import Lines, read_document
+from .documents import Lines, read_document, read_value
 from .models import RunSpec, SweepSpec
 from .paths import anchor_run_paths, anchor_sweep_paths
 from .sweep import expand
-from .validate import EXPAND_SECTIONS, run_spec_from_dict, validation_message
+from .validate import EXPAND_SECTIONS, PATH_SETTINGS, check_paths, run_spec_from_dict, validation_message
 
-__all__ = ["EXPAND_SECTIONS", "Lines", "expand_env", "fmt_loc", "is_sweep", "load_config", "load_run_spec",
-           "load_sweep_spec", "parse_overrides", "read_document", "run_spec_from_dict"]
+__all__ = ["EXPAND_SECTIONS", "Lines", "expand_env", "fmt_loc", "is_sweep", "load_config", "load_config_runs",
+           "load_run_spec", "load_sweep_spec", "setting_line", "parse_overrides", "read_document", "run_spec_from_dict"]
 
 
 def is_sweep(data: Any) -> bool:
@@ -33,17 +34,19 @@ def is_sweep(data: Any) -> bool:
 
 def parse_overrides(items: list[str] | None) -> list[tuple[str, Any]]:
     """``["generation.temperature=0.7", ...]`` (``--set``) as (dotted key, value); values read as YAML
-    scalars or flow collections (``0.7``, ``true``, ``[a, b]``), as the file would hold them."""
-    import yaml
-
+    scalars or flow collections (``0.7``, ``true``, ``[a, b]``), as the file would hold them, under the
+    file's rules (``read_value``); text that is no YAML at all is taken as a string."""
     out = []
     for item in items or []:
         key, sep, raw = str(item).partition("=")
         if not sep or not key.strip() or any(not p for p in key.strip().split(".")):
-            raise ConfigError(f"--set {item!r}: expected KEY=VALUE with a dotted key (generation.temperature=0.7)")
+            raise ConfigError(f"--set {shown(str(item))}: expected KEY=VALUE with a dotted key "
+                              "(generation.temperature=0.7)")
         try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
+            value = read_value(raw, f"--set {shown_text(key.strip(), 60)}") if raw.strip() else ""
+        except ConfigError as exc:
+            if not getattr(exc, "syntax", False):
+                raise
             value = raw
         out.append((key.strip(), value))
     return out
@@ -121,25 +124,72 @@ def load_run_spec(path: str | os.PathLike, overrides: list[tuple[str, Any]] | No
         path_label = f"{path} (with --set {', '.join(k for k, _ in overrides)})"
     else:
         path_label = str(path)
+    check_paths(data, path_label, lines)
     return run_spec_from_dict(anchor_run_paths(data, path), path_label, lines)
 
 
-def load_sweep_spec(path: str | os.PathLike) -> SweepSpec:
-    data, lines = read_document(path)
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: a sweep file must be a mapping, got {type(data).__name__}")
+def _check_sweep_paths(data: dict, source: str, lines: Lines) -> None:
+    """The path settings of a sweep's base, explicit runs and grid, before they are resolved."""
+    from .fields import path_problem
+
+    check_paths(data.get("base"), source, lines, ("base",))
+    runs = data.get("runs")
+    for i, run in enumerate(runs if isinstance(runs, list) else []):
+        check_paths(run, source, lines, ("runs", i))
+    grid = data.get("grid")
+    for key, values in (grid.items() if isinstance(grid, dict) else []):
+        for value in values if key in PATH_SETTINGS and isinstance(values, list) else []:
+            problem = path_problem(value)
+            if problem:
+                line = lines.line(("grid", key))
+                raise ConfigError(f"{source}{f':{line}' if line else ''}: grid {key}: {problem}")
+
+
+def _sweep_spec(data: dict, path: str | os.PathLike, lines: Lines) -> SweepSpec:
+    _check_sweep_paths(data, str(path), lines)
     try:
         return SweepSpec.model_validate(anchor_sweep_paths(data, path))
     except ValidationError as exc:
         raise ConfigError(validation_message(exc, str(path), lines, root=SweepSpec)) from None
 
 
+def load_sweep_spec(path: str | os.PathLike) -> SweepSpec:
+    """A sweep file, validated but not expanded (``expand``; ``load_config_runs`` does both)."""
+    data, lines = read_document(path)
+    return _sweep_spec(data, path, lines)
+
+
+def load_config_runs(path: str | os.PathLike) -> tuple[RunSpec | SweepSpec, list[RunSpec], Lines]:
+    """A run or a sweep file, told apart by the sweep's ``base`` key, the runs it makes (the run, or the
+    sweep's expansion, each validated) and its lines: the file is read once and a sweep expanded once."""
+    data, lines = read_document(path)
+    if is_sweep(data):
+        sweep = _sweep_spec(data, path, lines)
+        return sweep, expand(sweep, source=str(path), lines=lines), lines
+    check_paths(data, str(path), lines)
+    run = run_spec_from_dict(anchor_run_paths(data, path), str(path), lines)
+    return run, [run], lines
+
+
 def load_config(path: str | os.PathLike) -> RunSpec | SweepSpec:
     """A run or a sweep, told apart by the sweep's ``base`` key. A sweep is
     also expanded once so that every run it makes is validated."""
-    data, lines = read_document(path)
-    if is_sweep(data):
-        sweep = load_sweep_spec(path)
-        expand(sweep, source=str(path), lines=lines)
-        return sweep
-    return run_spec_from_dict(anchor_run_paths(data, path), str(path), lines)
+    return load_config_runs(path)[0]
+
+
+def setting_line(spec: RunSpec | SweepSpec, lines: Lines | None, dotted: str) -> int | None:
+    """The line of a file that sets ``dotted`` (``dataset.path``) for ``spec``'s runs: a sweep's grid key
+    that sets it, else its base's where the base sets it; None without lines or one line."""
+    if lines is None:
+        return None
+    if isinstance(spec, SweepSpec):
+        for key in spec.grid:
+            if dotted == key or dotted.startswith(key + "."):
+                return lines.line(("grid", key))
+        base = spec.base
+        for part in dotted.split("."):
+            if not isinstance(base, dict) or part not in base:
+                return None  # set in the explicit runs, or by default: no one line
+            base = base[part]
+        return lines.line(("base", *dotted.split(".")))
+    return lines.line(tuple(dotted.split(".")))

@@ -15,7 +15,9 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Field, GetCoreSchemaHandler, field_validator, model_validator
 
 from ..core.backends import on_backends_changed, settings_union
+from ..core.limits import MAX_ACTORS, MAX_MATCH_INDEX, MAX_NEW_TOKENS, MAX_REPEATS, MAX_RESOURCE, MIN_RESOURCE
 from ..core.strict import Strict
+from .fields import InputPath, Name, Seed, Template
 
 __all__ = [
     "AnnotatorSpec", "BackendSpec", "DatasetSpec", "DecisionSpec", "ExecutionSpec", "ExperimentSpec", "FewShotSpec",
@@ -38,7 +40,7 @@ class BackendSpec:
 
 # --------------------------------------------------------------------------- data & prompt
 class DatasetSpec(Strict):
-    path: str | None = Field(
+    path: InputPath | None = Field(
         None, description="a local file or directory, or s3://bucket/key (an s3:// prefix for a Parquet directory)"
     )
     hub: str | None = Field(
@@ -83,15 +85,15 @@ class DatasetSpec(Strict):
 
 
 class FewShotSpec(Strict):
-    path: str | None = Field(None, description="examples file; default: the dataset itself, excluding the sample")
+    path: InputPath | None = Field(None, description="examples file; default: the dataset itself, excluding the sample")
     n: int = Field(0, ge=0)
-    seed: int = 1234
-    template: str | None = Field(None, description="per-example template; default: prompt template + ' ' + target")
+    seed: Seed = 1234
+    template: Template | None = Field(None, description="per-example template; default: prompt template + ' ' + target")
     separator: str = "\n\n"
 
 
 class PromptSpec(Strict):
-    template: str | None = Field(
+    template: Template | None = Field(
         None, description="'{{ field }}' placeholders over the sample's columns; default: '{{ input }}'"
     )
     system: str | None = None
@@ -101,7 +103,8 @@ class PromptSpec(Strict):
         "generate",
         description="generate text; score the log-likelihood of 'continuation'; or score each of the sample's choices",
     )
-    continuation: str = Field(" {{ target }}", description="loglikelihood: the continuation scored after the prompt")
+    continuation: Template = Field(" {{ target }}",
+                                   description="loglikelihood: the continuation scored after the prompt")
     choice_prefix: str = Field(" ", description="choices: put before each choice")
 
 
@@ -112,7 +115,7 @@ class RetrievalSpec(Strict):
     score what the generator saw."""
 
     retriever: Literal["bm25", "tfidf", "precomputed"] = "bm25"
-    corpus: str | None = Field(
+    corpus: InputPath | None = Field(
         None,
         description="JSONL corpus: id, text, version, date, superseded_at, access_groups "
         "(not needed for 'precomputed')",
@@ -122,11 +125,11 @@ class RetrievalSpec(Strict):
     order: Literal["rank", "reverse"] = Field(
         "rank", description="context order in the prompt: best first, or best last"
     )
-    context_template: str = Field(
+    context_template: Template = Field(
         "[{{ n }}] {{ text }}", description="per context: n (citation number), id, text, title, score"
     )
     separator: str = "\n"
-    template: str = Field("Context:\n{{ contexts }}\n\nQuestion: {{ input }}\nAnswer:",
+    template: Template = Field("Context:\n{{ contexts }}\n\nQuestion: {{ input }}\nAnswer:",
                           description="the prompt: 'contexts' plus the sample's fields")
     decision_date: str | None = Field(
         None, description="snapshot date for freshness checks (default: the sample's metadata.decision_date)"
@@ -141,7 +144,7 @@ class RetrievalSpec(Strict):
 
 
 class GenerationSettings(Strict):
-    max_new_tokens: int = Field(32, ge=1)
+    max_new_tokens: int = Field(32, ge=1, le=MAX_NEW_TOKENS)
     temperature: float = Field(0.0, ge=0)
     top_p: float = Field(1.0, gt=0, le=1)
     top_k: int | None = Field(None, ge=1)
@@ -156,10 +159,11 @@ class GenerationSettings(Strict):
 # --------------------------------------------------------------------------- annotators
 class RegexAnnotator(Strict):
     type: Literal["regex"]
-    name: str
+    name: Name
     pattern: str
     group: int | str = 1
-    select: Literal["first", "last"] | int = "first"
+    select: Literal["first", "last"] | Annotated[int, Field(ge=0, le=MAX_MATCH_INDEX)] = Field(
+        "first", description="the match taken: first, last, or its index from 0")
     on: str = "text"
     invalid: str = "[invalid]"
 
@@ -190,14 +194,14 @@ class RegexAnnotator(Strict):
 
 class StripReasoningAnnotator(Strict):
     type: Literal["strip_reasoning"]
-    name: str
+    name: Name
     tags: list[str] = Field(default_factory=lambda: ["think"])
     on: str = "text"
 
 
 class TakeFirstAnnotator(Strict):
     type: Literal["take_first"]
-    name: str
+    name: Name
     separator: str = "\n"
     on: str = "text"
 
@@ -209,12 +213,12 @@ class ModelAnnotator(Strict):
     request leaves no value (metrics on it score ``unknown``)."""
 
     type: Literal["model"]
-    name: str
+    name: Name
     judge: dict[str, Any] = Field(description="a backend mapping, like a run's model (type: api | hf | ...)")
     prompt: str = (
         "Extract the final answer from this response. Reply with the answer only.\n\nResponse: {output}\n\nAnswer:"
     )
-    max_new_tokens: int = Field(16, ge=1)
+    max_new_tokens: int = Field(16, ge=1, le=MAX_NEW_TOKENS)
     on: str = "text"
 
 
@@ -229,7 +233,7 @@ class MetricSpec(Strict):
     name: str = Field(description="a registered metric name or 'package.module:Class'")
     params: dict[str, Any] = Field(default_factory=dict)
     on: str | None = Field(None, description="score 'raw', 'text' (default) or an annotator's output")
-    as_: str | None = Field(None, alias="as", description="name of the score in results")
+    as_: Name | None = Field(None, alias="as", description="name of the score in results")
 
 
 def _metric_from_str(v: Any) -> Any:
@@ -248,6 +252,7 @@ class ExecutionSpec(Strict):
     generation_actors: int = Field(
         1,
         ge=1,
+        le=MAX_ACTORS,
         description="actors that each load the model (each pinned to its GPUs when the "
         "cluster has them); a run starts no more of them than it has shards (a warning says so); a backend with no "
         "model (`echo`) has none: it runs in the scoring actors",
@@ -255,10 +260,11 @@ class ExecutionSpec(Strict):
     generation_shards_in_flight: int | None = Field(
         None, ge=1, description="shards one generation actor works on at once (default: 4 for the `api` backend, whose "
         "requests share its max_concurrency, 1 for models in the actor)")
-    scoring_actors: int = Field(1, ge=1, description="CPU actors for deterministic checks")
-    judge_actors: int = Field(1, ge=1, description="actors for judge metrics (their own pool)")
-    oracle_actors: int = Field(1, ge=1, description="CPU actors for agent outcome oracles (their own pool)")
-    retrieval_actors: int = Field(1, ge=1, description="CPU actors for the retriever (their own pool)")
+    scoring_actors: int = Field(1, ge=1, le=MAX_ACTORS, description="CPU actors for deterministic checks")
+    judge_actors: int = Field(1, ge=1, le=MAX_ACTORS, description="actors for judge metrics (their own pool)")
+    oracle_actors: int = Field(1, ge=1, le=MAX_ACTORS,
+                               description="CPU actors for agent outcome oracles (their own pool)")
+    retrieval_actors: int = Field(1, ge=1, le=MAX_ACTORS, description="CPU actors for the retriever (their own pool)")
     max_shard_retries: int = Field(3, ge=0)
     shard_timeout_s: float | None = Field(None, gt=0)
     cell_retries: int = Field(
@@ -275,12 +281,22 @@ class ExecutionSpec(Strict):
         "free GPUs (a waiting large cell is passed over a bounded number of times); `fifo` keeps the file's order "
         "and waits")
     plan_tasks: int | None = Field(
-        None, ge=0, description="parts a JSON Lines or Parquet dataset is read, validated and sharded in, in parallel, "
+        None, ge=0, le=MAX_ACTORS,
+        description="parts a JSON Lines or Parquet dataset is read, validated and sharded in, in parallel, "
         "before the run starts: the driver reads the first, a Ray task each of the others (default: one per CPU of the "
         "cluster for 64 MiB of files or more, else the driver alone; 0 or 1: the driver alone). `dataset.limit` and "
         "few-shot examples keep it on the driver")
-    num_cpus: float | None = Field(None, ge=0, description="for `ray.init` when Ray starts locally")
-    num_gpus: float | None = Field(None, ge=0, description="logical GPUs for `ray.init` when Ray starts locally")
+    num_cpus: float | None = Field(None, ge=0, le=MAX_RESOURCE, description="for `ray.init` when Ray starts locally")
+    num_gpus: float | None = Field(None, ge=0, le=MAX_RESOURCE,
+                                   description="logical GPUs for `ray.init` when Ray starts locally")
+
+    @field_validator("num_cpus", "num_gpus")
+    @classmethod
+    def _resource(cls, v: float | None) -> float | None:
+        if v is not None and 0 < v < MIN_RESOURCE:
+            raise ValueError(f"{v!r} is below {MIN_RESOURCE}, the smallest amount of a resource Ray counts "
+                             "(0 for none)")
+        return v
     direct: bool | None = Field(
         None, description="run the shards without Ray Data: straight to the generation actors, scored in the "
         "driver (default: for a run of at most 20,000 pending samples whose metrics are all deterministic checks, "
@@ -292,7 +308,7 @@ class ExecutionSpec(Strict):
 
 
 class StoreSpec(Strict):
-    path: str = Field("results", description="result store root: a local directory or s3://bucket/prefix")
+    path: InputPath = Field("results", description="result store root: a local directory or s3://bucket/prefix")
     endpoint_url: str | None = Field(None, description="S3-compatible endpoint (default: AWS_ENDPOINT_URL)")
     region: str | None = Field(None, description="S3 region (default: AWS_DEFAULT_REGION)")
     connect_timeout_s: float = Field(5.0, gt=0, le=600, description="s3://: seconds to wait for the endpoint to "
@@ -304,7 +320,7 @@ class StoreSpec(Strict):
 
 class TrackingSpec(Strict):
     index: bool = Field(True, description="record the run in the ExperimentDB (SQLite index)")
-    db: str | None = Field(
+    db: InputPath | None = Field(
         None, description="ExperimentDB path (default: $AUDITKIT_RAY_DB or ~/.auditkit-ray/experiments.sqlite)"
     )
     mlflow_uri: str | None = Field(None, description="mirror the run to this MLflow tracking URI (e.g. sqlite:///mlflow.db)")
@@ -317,7 +333,7 @@ class TrackingSpec(Strict):
 
 
 class ExperimentSpec(Strict):
-    name: str | None = None
+    name: Name | None = None
     tags: dict[str, str] = Field(default_factory=dict)
 
 
@@ -330,7 +346,7 @@ class ProbeSpec(Strict):
         default_factory=lambda: ["injection", "jailbreak", "canary"], min_length=1,
         description="the kinds of template applied")
     templates: list[str] | None = Field(None, description="only these template ids (default: every one of kinds)")
-    seed: int = Field(0, description="draws each probe's canary and injected marker")
+    seed: Seed = Field(0, description="draws each probe's canary and injected marker")
 
     @model_validator(mode="after")
     def _selection(self) -> "ProbeSpec":
@@ -346,7 +362,7 @@ class ProbeSpec(Strict):
 
 # --------------------------------------------------------------------------- run / sweep
 class RunSpec(Strict):
-    name: str = "run"
+    name: Name = "run"
     model: BackendSpec
     dataset: DatasetSpec
     probes: ProbeSpec | None = Field(None, description="apply a probe pack to the dataset (docs/probes.md)")
@@ -355,8 +371,8 @@ class RunSpec(Strict):
     generation: GenerationSettings = Field(default_factory=GenerationSettings)
     annotators: list[AnnotatorSpec] = Field(default_factory=list)
     metrics: list[MetricSpec] = Field(default_factory=list, description="empty: generate and store outputs only")
-    seed: int = 0
-    repeats: int = Field(1, ge=1)
+    seed: Seed = 0
+    repeats: int = Field(1, ge=1, le=MAX_REPEATS)
     execution: ExecutionSpec = Field(default_factory=ExecutionSpec)
     store: StoreSpec = Field(default_factory=StoreSpec)
     experiment: ExperimentSpec = Field(default_factory=ExperimentSpec)
@@ -435,7 +451,7 @@ class SweepSpec(Strict):
     cartesian product is taken; ``runs`` lists explicit overrides, each
     crossed with the grid; ``decision`` says which run to ship."""
 
-    name: str = "sweep"
+    name: Name = "sweep"
     base: dict[str, Any]
     grid: dict[str, list[Any]] = Field(default_factory=dict)
     runs: list[dict[str, Any]] = Field(default_factory=list)

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import itertools
+import json
+import math
 from typing import Any
 
+from ..core.envvars import fmt_loc
+from ..core.gcpause import gc_paused
+from ..core.limits import MAX_SWEEP_RUNS
+from ..core.shown import shown, shown_text
 from ..errors import ConfigError
 from .documents import Lines
 from .models import RunSpec, SweepSpec
-from .validate import run_spec_from_dict
+from .validate import run_spec_from_dict, with_env
 
 
 def set_path(data: dict, dotted: str, value: Any) -> None:
@@ -37,11 +44,22 @@ def deep_merge(base: dict, override: dict) -> dict:
 
 
 def _label(value: Any) -> str:
+    """A grid value in a run's name: a path by its last part, a mapping as ``k=v-k=v``; control characters
+    escaped, and a long one shortened with a hash of the whole, so that names stay short and distinct."""
     if isinstance(value, dict):
-        return "-".join(f"{k}={_label(v)}" for k, v in value.items())
-    if isinstance(value, str):
-        return value.rstrip("/").split("/")[-1]
-    return str(value)
+        text = "-".join(f"{k}={_label(v)}" for k, v in value.items())
+    elif isinstance(value, str):
+        text = value.rstrip("/").split("/")[-1]
+    else:
+        text = str(value) if isinstance(value, (int, float, bool)) or value is None else json.dumps(value, default=str)
+    short = shown_text(text, LABEL_CHARS)
+    if short != text:
+        short += "~" + hashlib.sha256(text.encode("utf-8", "backslashreplace")).hexdigest()[:8]
+    return short
+
+
+#: characters of one grid value in a run's name (a longer one is shortened and given a hash)
+LABEL_CHARS = 60
 
 
 class _GridLines:
@@ -85,31 +103,101 @@ class _GridLines:
         return None
 
 
+def _where(source: str, lines: Any, loc: tuple) -> str:
+    line = lines.line(loc) if lines is not None else None
+    return f"{source}:{line}" if line else source
+
+
+def _check_shape(sweep: SweepSpec, source: str, lines: Any) -> None:
+    """What expansion needs before it starts: names that are strings, grid keys that are dotted paths, and a
+    number of runs within the limit (counted, not made)."""
+    named = [(("base", "name"), sweep.base.get("name"))]
+    named += [(("runs", i, "name"), r.get("name")) for i, r in enumerate(sweep.runs)]
+    for loc, value in named:
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(f"{_where(source, lines, loc)}: {fmt_loc(loc)}: a run's name is a string "
+                              f"(got {shown(value, 60)})")
+    for key in sweep.grid:
+        if not key or any(not part for part in key.split(".")):
+            raise ConfigError(f"{_where(source, lines, ('grid', key))}: grid key {shown(key, 60)}: a dotted path "
+                              "to a run setting (generation.temperature, model.path)")
+    n = math.prod(len(v) for v in sweep.grid.values()) * max(1, len(sweep.runs))
+    if n > MAX_SWEEP_RUNS:
+        sizes = " x ".join(str(len(v)) for v in sweep.grid.values())
+        runs = f" x {len(sweep.runs)} runs" if len(sweep.runs) > 1 else ""
+        raise ConfigError(f"{_where(source, lines, ('grid',) if sweep.grid else ('runs',))}: the sweep expands to "
+                          f"{n:,} runs ({sizes or '1'}{runs}); a sweep has at most {MAX_SWEEP_RUNS:,} (the limit)")
+
+
+def _fresh_along(data: dict, parts: list[str]) -> None:
+    """Copy, in ``data``, each mapping along ``parts`` (a grid key's path), so that setting the key changes
+    this run's document and no other's: the rest is shared, never copied whole for each run."""
+    cur = data
+    for part in parts[:-1]:
+        nxt = cur.get(part)
+        if not isinstance(nxt, dict):
+            return
+        cur[part] = nxt = dict(nxt)
+        cur = nxt
+
+
+def _get_path(data: dict, dotted: str) -> Any:
+    for part in dotted.split("."):
+        data = data[part]
+    return data
+
+
 def expand(sweep: SweepSpec, source: str = "<sweep>", lines: Any = None) -> list[RunSpec]:
+    """The runs of a sweep: base, crossed with each explicit run, crossed with the grid's product, each
+    validated as a run file (an error names the run and the line of what set the field). ``${VAR}`` is
+    expanded once in each explicit run and once in each grid value, not once per run."""
+    _check_shape(sweep, source, lines)
+    with gc_paused():  # tens of thousands of runs stay alive: collections would walk them all, again and again
+        return _expand(sweep, source, lines)
+
+
+def _expand(sweep: SweepSpec, source: str, lines: Any) -> list[RunSpec]:
     keys = list(sweep.grid)
+    paths = [k.split(".") for k in keys]
     lines = _GridLines(lines or Lines(None), keys)
-    combos = list(itertools.product(*(range(len(sweep.grid[k])) for k in keys))) or [()]
-    explicit = sweep.runs or [{}]
+    labels = [[f"{k.split('.')[-1]}={_label(v)}" for v in sweep.grid[k]] for k in keys]
+    grid = []
+    for k, lab in zip(keys, labels):
+        values = []
+        for v, label in zip(sweep.grid[k], lab):
+            doc: dict = {}
+            set_path(doc, k, v)
+            values.append(_get_path(with_env(doc, f"{source} (grid value {label})", lines, ("base",)), k))
+        grid.append(values)
     runs: list[RunSpec] = []
-    for i, override in enumerate(explicit):
-        for at in combos:
-            combo = tuple(sweep.grid[k][j] for k, j in zip(keys, at))
-            lines.combo, lines.run, lines.override = at, (i if sweep.runs else None), override
-            data = deep_merge(sweep.base, override)
-            for k, v in zip(keys, combo):
-                set_path(data, k, v)
-            labels = [f"{k.split('.')[-1]}={_label(v)}" for k, v in zip(keys, combo)]
-            head = override.get("name") or sweep.base.get("name") or sweep.name
-            data["name"] = "/".join([head] + labels)
-            where = f"{source} (run {len(runs)}: {data['name']})"
-            runs.append(run_spec_from_dict(data, where, lines, prefix=("base",)))
-    names = [r.name for r in runs]
-    dup = {n for n in names if names.count(n) > 1}
-    if dup:
-        raise ConfigError(f"{source}: sweep expands to runs with the same name: {sorted(dup)}")
+    named: dict[str, int] = {}
+    checked: set[str] = set()  # metric settings already built once
+    for r, override in enumerate(sweep.runs or [{}]):
+        head = override.get("name") or sweep.base.get("name") or sweep.name
+        first = "/".join([head] + [lab[0] for lab in labels])
+        lines.combo, lines.run, lines.override = (), (r if sweep.runs else None), override
+        merged = with_env(deep_merge(sweep.base, override), f"{source} (run {len(runs)}: {shown_text(first, 120)})",
+                          lines, ("base",))
+        for combo in itertools.product(*(range(len(values)) for values in grid)):
+            lines.combo = combo
+            data = dict(merged)
+            for parts, k, values, i in zip(paths, keys, grid, combo):
+                _fresh_along(data, parts)
+                set_path(data, k, values[i])
+            name = "/".join([head] + [labels[j][i] for j, i in enumerate(combo)])
+            data["name"] = name
+            if name in named:
+                raise ConfigError(f"{source}: runs {named[name]} and {len(runs)} of the sweep have the same name "
+                                  f"{shown(name, 120)}: give the explicit runs distinct names")
+            named[name] = len(runs)
+            where = f"{source} (run {len(runs)}: {shown_text(name, 120)})"
+            runs.append(run_spec_from_dict(data, where, lines, prefix=("base",), checked=checked, env=False))
     base = sweep.decision.baseline if sweep.decision is not None else None
-    if base is not None and base not in names:
+    if base is not None and base not in named:
         at = lines.lines.line(("decision", "baseline"))
+        names = list(named)
+        listed = ", ".join(shown_text(n, 80) for n in names[:20]) + (f", ... ({len(names)} in all)"
+                                                                    if len(names) > 20 else "")
         raise ConfigError(f"{source}{f':{at}' if at else ''}: decision.baseline {base!r} is not a run of "
-                          f"the sweep (runs: {', '.join(names)})")
+                          f"the sweep (runs: {listed})")
     return runs

@@ -15,19 +15,34 @@ from typing import Any
 
 from ..errors import ConfigError
 from .secrets import is_secret_key, remember_secret
+from .shown import shown, shown_text
 
 VAR = re.compile(r"\$(\$)?\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
 def fmt_loc(loc: tuple) -> str:
-    """A field path as written in messages: ``model.headers.Authorization``, ``metrics[1].name``."""
+    """A field path as written in messages: ``model.headers.Authorization``, ``metrics[1].name``; each key
+    shortened and escaped (``core.shown``), and a path deeper than eight keys shown by its ends."""
+    parts = [f"[{p}]" if isinstance(p, int) else shown_text(p, 40) for p in loc]
+    if len(parts) > 8:
+        parts = parts[:4] + [f"...({len(parts) - 7} more)..."] + parts[-3:]
     out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
+    for part in parts:
+        out += part if part.startswith("[") or not out else "." + part
     return out or "<root>"
+
+
+def _check_references(text: str, loc: tuple) -> None:
+    """Every ``${`` in ``text`` starts a reference (``${VAR}``, ``${VAR:-default}``) or is written ``$${``:
+    a malformed one (``${VAR``, ``${1X}``, ``${VAR:default}``) would be kept as literal text, so it is an
+    error naming the field."""
+    covered = {m.start() + (1 if m.group(1) else 0) for m in VAR.finditer(text)}
+    for m in re.finditer(r"\$\{", text):
+        if m.start() not in covered and not (m.start() > 0 and text[m.start() - 1] == "$"):
+            err = ConfigError(f"{fmt_loc(loc)}: {shown(text[m.start():m.start() + 200], 40)} is not a "
+                              "variable reference: write ${VAR} or ${VAR:-default} (a literal ${ is written $${)")
+            err.loc = loc
+            raise err
 
 
 def expand_env(obj: Any, loc: tuple = (), env: dict[str, str] | None = None) -> Any:
@@ -42,6 +57,7 @@ def expand_env(obj: Any, loc: tuple = (), env: dict[str, str] | None = None) -> 
     if not isinstance(obj, str) or "${" not in obj:
         return obj
     secretish = any(isinstance(k, str) and is_secret_key(k) for k in loc)
+    _check_references(obj, loc)
 
     def sub(m: re.Match) -> str:
         if m.group(1):  # $${...} -> literal ${...}

@@ -36,6 +36,11 @@ def remember_secret(value: str) -> None:
         _known_values.add(value)
 
 
+def any_remembered() -> bool:
+    """Whether a secret value has been remembered (``scrub_text`` then has something to mask)."""
+    return bool(_known_values)
+
+
 def scrub_text(text: str) -> str:
     for v in sorted(_known_values, key=len, reverse=True):
         text = text.replace(v, MASK)

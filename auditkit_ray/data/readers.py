@@ -12,7 +12,9 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..core.limits import MAX_DEPTH
 from ..core.rowjson import loads as row_loads
+from ..core.shown import shown_text
 from ..core.types import Sample, content_id
 from ..errors import DataError, require
 from .images import resolve_message_parts, sample_images
@@ -61,6 +63,25 @@ def decode_text(path: Path | Location) -> str:
         raise DataError(f"{path}:{line}: dataset is not valid UTF-8 (byte {exc.start})") from None
 
 
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deep to read"
+    return shown_text(getattr(exc, "msg", None) or str(exc), 120)
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests lists and mappings more than ``limit`` deep (walked without recursion: only
+    asked of rows whose text has that many brackets)."""
+    stack = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, (dict, list)):
+            if depth > limit:
+                return True
+            stack.extend((x, depth + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return False
+
+
 def _jsonl(path: Location) -> Iterator[tuple[str, dict]]:
     return jsonl_records(path, decode_text(path))
 
@@ -73,18 +94,25 @@ def jsonl_records(path: Path | Location | str, text: str, first_line: int = 1) -
             continue
         try:
             rec = row_loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}:{i}: invalid JSON line ({exc.msg})") from None
+        except (ValueError, RecursionError) as exc:  # a JSONDecodeError; an integer of thousands of digits
+            raise DataError(f"{path}:{i}: invalid JSON line ({_why(exc)})") from None
+        if (line.count("[") + line.count("{") > MAX_DEPTH) and _deeper_than(rec, MAX_DEPTH):
+            raise DataError(f"{path}:{i}: a row nested more than {MAX_DEPTH} levels deep (the limit)")
         if not isinstance(rec, dict):
             raise DataError(f"{path}:{i}: each line must be a JSON object, got {type(rec).__name__}")
         yield f"{path}:{i}", rec
 
 
 def _json(path: Location) -> Iterator[tuple[str, dict]]:
+    text = decode_text(path)
     try:
-        data = row_loads(decode_text(path))
+        data = row_loads(text)
     except json.JSONDecodeError as exc:
         raise DataError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+    except (ValueError, RecursionError) as exc:
+        raise DataError(f"{path}: invalid JSON ({_why(exc)})") from None
+    if text.count("[") + text.count("{") > MAX_DEPTH and _deeper_than(data, MAX_DEPTH + 1):
+        raise DataError(f"{path}: a row nested more than {MAX_DEPTH} levels deep (the limit)")
     if isinstance(data, dict):
         for key in ("data", "samples", "examples", "rows"):
             if isinstance(data.get(key), list):

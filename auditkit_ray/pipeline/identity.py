@@ -14,13 +14,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from .._version import __version__
 from ..config.models import RunSpec
 from ..core.fingerprint import fingerprint
+from ..core.limits import MAX_HASHED_FILES
 from ..core.registry import build_metric
+from ..core.shown import shown_text
+from ..errors import DataError
 
 _HASH_CACHE: dict[tuple, str] = {}
 
@@ -30,26 +34,29 @@ def hash_path(path: str | os.PathLike, patterns: tuple[str, ...] = ("*",)) -> st
     content, as ``sha256sum`` sees them), or over a directory's files (relative names and contents,
     sorted). Cached per (path, size, mtime) within the process."""
     p = Path(path)
-    if p.is_file():
-        files = [p]
-        root = None
-    elif p.is_dir():
-        files = sorted(f for pat in patterns for f in p.rglob(pat) if f.is_file() and not f.name.startswith("."))
-        files = sorted(set(files))
-        root = p
-    else:
-        return "missing:" + str(path)
-    key = (root is None, *((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files))
-    if key in _HASH_CACHE:
-        return _HASH_CACHE[key]
-    h = hashlib.sha256()
-    for f in files:
-        if root is not None:
-            h.update(str(f.relative_to(root)).encode())
-            h.update(b"\0")
-        with open(f, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
+    try:
+        if p.is_file():
+            files = [p]
+            root = None
+        elif p.is_dir():
+            files = sorted(set(_files_under(p, patterns)))
+            root = p
+        else:
+            return "missing:" + str(path)
+        key = (root is None, *((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files))
+        if key in _HASH_CACHE:
+            return _HASH_CACHE[key]
+        h = hashlib.sha256()
+        for f in files:
+            if root is not None:
+                h.update(str(f.relative_to(root)).encode())
+                h.update(b"\0")
+            with open(f, "rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(chunk)
+    except OSError as exc:  # a folder that cannot be read through (/, a file without permission)
+        raise DataError(f"{shown_text(path, 200)}: cannot be read for its fingerprint ("
+                        f"{shown_text(exc.filename or path, 120)}: {exc.strerror or exc})") from None
     digest = h.hexdigest()
     _HASH_CACHE[key] = digest
     return digest
@@ -69,10 +76,34 @@ def local_checkpoint_identity(path: str | os.PathLike) -> dict[str, Any]:
     return ident
 
 
+def _files_under(folder: Path, patterns: tuple[str, ...]) -> Any:
+    """The files a folder's hash covers, at most ``MAX_HASHED_FILES`` (a folder of more is no single input:
+    ``/`` named by mistake is refused at once, not walked for minutes)."""
+    n = 0
+    for pat in patterns:
+        for f in folder.rglob(pat):
+            if f.is_file() and not f.name.startswith("."):
+                n += 1
+                if n > MAX_HASHED_FILES:
+                    raise DataError(f"{shown_text(folder, 200)}: a folder of more than {MAX_HASHED_FILES:,} files "
+                                    "(the limit for an input hashed into the fingerprint); name the file or a "
+                                    "smaller folder")
+                yield f
+
+
 def model_identity(spec: RunSpec) -> dict[str, Any]:
     """The model as the fingerprints see it: the backend, its settings that change outputs, and what the
     checkpoint or stored outputs hold (a content hash, a pinned commit, an ETag manifest), never where
     they were named from: the one function that says which loaded models are the same."""
+    if _SHARED is None:
+        return _model_identity(spec)
+    key = ("model", spec.model.model_dump_json())
+    if key not in _SHARED:
+        _SHARED[key] = _model_identity(spec)
+    return _SHARED[key]
+
+
+def _model_identity(spec: RunSpec) -> dict[str, Any]:
     from ..sources import pinned
 
     m = spec.model
@@ -98,10 +129,37 @@ def model_identity(spec: RunSpec) -> dict[str, Any]:
 _DATASET_SOURCE_FIELDS = {"path", "name", "hub", "config", "revision", "endpoint_url", "region"}
 
 
+#: model, dataset and metric identities by setting, while ``identities_shared`` is in effect (None: not)
+_SHARED: dict[tuple, Any] | None = None
+
+
+@contextmanager
+def identities_shared() -> Iterator[None]:
+    """Within it, a model's, a dataset's and a list of metrics' identity is worked out once per setting: for
+    fingerprinting every run of a sweep at once (``validate``), whose runs mostly read one dataset that does
+    not change meanwhile. Outside it, every call looks at the files again."""
+    global _SHARED
+    outer, _SHARED = _SHARED, {} if _SHARED is None else _SHARED
+    try:
+        yield
+    finally:
+        _SHARED = outer
+
+
 def dataset_identity(spec: RunSpec) -> dict[str, Any]:
     """The dataset's content hash and the selection over it (a probe pack applied to it included).
     A Hub dataset's content is its resolved commit sha (a local dataset repository's: its files'
     hash), with its config."""
+    if _SHARED is None:
+        return _dataset_identity(spec)
+    key = ("dataset", spec.dataset.model_dump_json(),
+           spec.probes.model_dump_json() if spec.probes is not None else None)
+    if key not in _SHARED:
+        _SHARED[key] = _dataset_identity(spec)
+    return _SHARED[key]
+
+
+def _dataset_identity(spec: RunSpec) -> dict[str, Any]:
     d = spec.dataset
     selection = d.model_dump(mode="json", exclude=_DATASET_SOURCE_FIELDS)
     if selection.get("images_field") is None:  # unset: the fingerprints of datasets without images stay as they were
@@ -139,6 +197,20 @@ def dataset_identity(spec: RunSpec) -> dict[str, Any]:
 _SCAN_BYTES = 64 << 20
 
 
+_IMAGE_URLS: dict[tuple, bool] = {}
+
+
+def _has_image_urls(p: Path) -> bool:
+    """Whether a JSON (Lines) file's text holds a content part's ``"image_url"``; read once per (file, size,
+    modification time), not once for each run of a sweep over it."""
+    st = p.stat()
+    key = (str(p), st.st_size, st.st_mtime_ns)
+    if key not in _IMAGE_URLS:
+        _IMAGE_URLS.clear()
+        _IMAGE_URLS[key] = b'"image_url"' in p.read_bytes()
+    return _IMAGE_URLS[key]
+
+
 def _images_identity(spec: RunSpec) -> dict[str, Any] | None:
     """The local images the dataset's samples name (their bytes' hash): those of the images field, and
     those in chat messages' content parts. A dataset file of 64 MiB or more is read here only when it names
@@ -153,7 +225,7 @@ def _images_identity(spec: RunSpec) -> dict[str, Any] | None:
     if not d.images_field:
         if d.path.startswith("s3://") or not p.is_file() or p.stat().st_size >= _SCAN_BYTES:
             return None
-        if p.suffix.lower() in (".jsonl", ".ndjson", ".json") and b'"image_url"' not in p.read_bytes():
+        if p.suffix.lower() in (".jsonl", ".ndjson", ".json") and not _has_image_urls(p):
             return None  # no content part in the text: nothing to parse for
         try:
             records = dataset_records(d)
@@ -229,6 +301,15 @@ def model_view_identity(spec: RunSpec) -> dict[str, Any]:
 
 
 def metric_identities(spec: RunSpec) -> list[dict[str, Any]]:
+    if _SHARED is None:
+        return _metric_identities(spec)
+    key = ("metrics", *(m.model_dump_json() for m in spec.metrics))
+    if key not in _SHARED:
+        _SHARED[key] = _metric_identities(spec)
+    return _SHARED[key]
+
+
+def _metric_identities(spec: RunSpec) -> list[dict[str, Any]]:
     out = []
     for m in spec.metrics:
         params = dict(m.params)

@@ -159,6 +159,9 @@ def preflight(spec: RunSpec) -> None:
     check_store(spec)
     check_data_root(spec)
     check_checkpoint(spec)
+    corpus = spec.retrieval.corpus if spec.retrieval is not None else None
+    if corpus and "://" not in corpus and not Path(corpus).is_file():  # before the retrieval actors start
+        check_corpus(spec)  # raises: a missing file or a folder, named
     stored = spec.model.stored_inputs()
     if stored and not Path(stored).exists():
         raise ConfigError(f"model.path {stored!r}: no such file or directory of stored generations")
@@ -365,6 +368,14 @@ def check_dataset(spec: RunSpec) -> int:
         lo, hi = i * size, (i + 1) * size
         shard_row(spec, adapter, agent_meta, i, list(zip(samples[lo:hi], raws[lo:hi])), keep=False, locations=where)
     return len(samples)
+
+
+def check_corpus(spec: RunSpec) -> int:
+    """Read the run's retrieval corpus as the retrieval actors will: its number of documents, or the error
+    they would stop with (missing, empty, a folder, a line that is no document)."""
+    from ..rag import load_corpus
+
+    return len(load_corpus(spec.retrieval.corpus).docs) if spec.retrieval and spec.retrieval.corpus else 0
 
 
 def build_plans(specs: list[RunSpec], *, in_tasks: bool = False, address: str | None = None,

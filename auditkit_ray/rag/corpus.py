@@ -51,6 +51,8 @@ def text_digest(text: str) -> str:
 def load_corpus(path: str | Path) -> Corpus:
     docs: list[Document] = []
     seen: set[str] = set()
+    if not str(path).startswith("s3://") and Path(path).is_dir():
+        raise DataError(f"{path}: a folder; the corpus is a JSON Lines file (id, text, ...)")
     for where, rec in read_records(path, field="retrieval.corpus"):
         if "id" not in rec or "text" not in rec:
             raise DataError(f"{where}: a corpus document needs 'id' and 'text'")

@@ -80,6 +80,9 @@ EXPECTED = {
                 "signals.ratio.run-private.term_vs_int", "goal.term_le_1.5x_int"],
     "noninferiority": ["ni.tango", "ni.wald", "ni.t", "ni.bootstrap-t", "goal.tango_within_0.01_in_its_region",
                        "goal.tango_never_above_alpha_plus_0.01", "goal.bootstrap_t_within_0.01_from_n_100"],
+    "validate": ["validate.run_file.cpu", "validate.grid500.cpu", "validate.grid5000.per_run",
+                 "validate.ratio.per_run", "validate.grid5000_bad_cell.one_line_naming_the_cell",
+                 "goal.per_run_linear"],
 }
 
 

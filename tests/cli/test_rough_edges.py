@@ -55,11 +55,11 @@ def test_a_missing_input_file_is_named_by_its_field(tmp_path):
     f = _run_file(tmp_path, dataset={"path": "nope.jsonl", "input_field": "q", "target_field": "a"})
     r = console("validate", f, cwd=tmp_path)
     assert r.returncode == 2 and r.stderr.strip() == (
-        f"error: dataset.path 'nope.jsonl': file not found ({tmp_path / 'nope.jsonl'})"), r.stderr
+        f"error: run.json:1: dataset.path 'nope.jsonl': file not found ({tmp_path / 'nope.jsonl'})"), r.stderr
     f = _run_file(tmp_path, prompt={"few_shot": {"path": "shots.jsonl", "n": 1}})
     r = console("validate", f, cwd=tmp_path)
-    assert r.returncode == 2 and r.stderr.strip().startswith("error: prompt.few_shot.path 'shots.jsonl': file not "
-                                                             "found"), r.stderr
+    assert r.returncode == 2 and r.stderr.strip().startswith(
+        "error: run.json:1: prompt.few_shot.path 'shots.jsonl': file not found"), r.stderr
 
 
 def test_validate_refuses_a_checkpoint_without_weights(tmp_path):

@@ -158,3 +158,42 @@ def test_secret_from_env_in_backend_settings_is_absent_from_fingerprint_and_stor
     spec.prompt.system = f"key is {secret}"  # leaked into a non-secret field by mistake
     assert secret not in canonical_json(generation_payload(spec))
     assert secret not in str(redacted_config(spec))
+
+
+def test_canonical_json_is_one_walk_of_the_two_walk_formula():
+    """``canonical_json`` walks a value once (a sweep fingerprints tens of thousands of runs) and must write
+    exactly what canonicalising, dropping secrets and canonicalising again writes: every fingerprint stays."""
+    import importlib
+    import json
+    from enum import Enum
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from auditkit_ray.core.secrets import redact, remember_secret
+
+    mod = importlib.import_module("auditkit_ray.core.fingerprint")  # the module (the package exports a function)
+
+    class Kind(Enum):
+        A = 1.5
+        B = "b"
+
+    def two_walks(obj):
+        return json.dumps(mod._canon(redact(mod._canon(obj), drop=True)), sort_keys=True, ensure_ascii=False,
+                          separators=(",", ":"))
+
+    atoms = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(), st.text(max_size=8),
+                      st.sampled_from([Kind.A, Kind.B, "remembered-secret", (1, 2.0)]))
+    keys = st.one_of(st.sampled_from(["api_key", "token", "max_new_tokens", "Authorization", "x"]),
+                     st.integers(0, 3), st.text(max_size=6))
+    values = st.recursive(atoms, lambda c: st.one_of(st.lists(c, max_size=4), st.dictionaries(keys, c, max_size=4)),
+                          max_leaves=20)
+
+    @settings(max_examples=400, deadline=None)
+    @given(values)
+    def check(value):
+        assert canonical_json(value) == two_walks(value)
+
+    check()
+    remember_secret("remembered-secret")  # strings are scrubbed from here on: the one walk must scrub too
+    check()
