@@ -173,6 +173,82 @@ def dataset_location(spec: Any) -> Location:
 
 _LAST_READ: list[tuple[tuple, list[tuple[str, dict]]]] = []
 
+#: a local JSON Lines file at least this large is not kept after a read (``dataset_records``), and is read a
+#: piece at a time where the records are only passed over (``iter_dataset_records``)
+STREAM_BYTES = 64 << 20
+
+
+def forget_last_read() -> None:
+    """Drop the records ``dataset_records`` keeps of its last read: the plan calls it once it has them, so a
+    run does not hold its dataset's records for its whole length."""
+    _LAST_READ.clear()
+
+
+def _lines(loc: Location) -> Iterator[tuple[int, int, bytes]]:
+    """(line number, byte offset, bytes without the newline) of each line of a file split at "\n" as
+    ``decode_text`` and ``jsonl_records`` split it (a UTF-8 byte order mark at the start is not part of the
+    first line), read a piece at a time; a line that is not UTF-8 fails as ``decode_text`` fails."""
+    with loc.open_stream() as f:
+        rest, offset, lineno = b"", 0, 0
+        while True:
+            chunk = f.read(8 << 20)
+            if not chunk and not rest:
+                return
+            buf = rest + chunk
+            if offset == 0 and lineno == 0 and buf.startswith(b"\xef\xbb\xbf"):
+                buf, offset = buf[3:], 3
+            cut = buf.rfind(b"\n") + 1 if chunk else len(buf)
+            if cut == 0:
+                rest = buf
+                continue
+            piece, rest = buf[:cut], buf[cut:]
+            try:
+                piece.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                line = lineno + piece[: exc.start].count(b"\n") + 1
+                raise DataError(f"{loc}:{line}: dataset is not valid UTF-8 (byte {offset + exc.start})") from None
+            lines = piece.split(b"\n")
+            if chunk:
+                lines.pop()  # the piece ends with a newline: nothing after it
+            for line in lines:
+                lineno += 1
+                yield lineno, offset, line
+                offset += len(line) + 1
+            if not chunk:
+                return
+
+
+def is_blank(line: bytes) -> bool:
+    """A line ``jsonl_records`` skips (``str.strip`` leaves nothing)."""
+    return not (line.strip() if line.isascii() else line.decode("utf-8").strip())
+
+
+def _jsonl_stream(loc: Location) -> Iterator[tuple[str, dict]]:
+    """``_jsonl``'s records, read a piece at a time."""
+    for i, _, line in _lines(loc):
+        if is_blank(line):
+            continue
+        text = line.decode("utf-8")
+        try:
+            rec = row_loads(text)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{loc}:{i}: invalid JSON line ({exc.msg})") from None
+        if not isinstance(rec, dict):
+            raise DataError(f"{loc}:{i}: each line must be a JSON object, got {type(rec).__name__}")
+        yield f"{loc}:{i}", rec
+
+
+def iter_dataset_records(spec: Any) -> Iterator[tuple[str, dict]]:
+    """``dataset_records(spec)`` one record at a time: a large local JSON Lines file is read a piece at a
+    time and never held whole (the fingerprint's pass over the records); anything else as it reads."""
+    if not spec.hub:
+        loc = dataset_location(spec)
+        if (isinstance(loc, LocalLocation) and loc.path.is_file() and loc.size() >= STREAM_BYTES
+                and detect_format(loc, spec.format) == "jsonl"):
+            yield from _jsonl_stream(loc)
+            return
+    yield from dataset_records(spec)
+
 
 def dataset_records(spec: Any) -> list[tuple[str, dict]]:
     """The records of the dataset a ``DatasetSpec`` names: a file or directory
@@ -190,7 +266,7 @@ def dataset_records(spec: Any) -> list[tuple[str, dict]]:
         if _LAST_READ and _LAST_READ[0][0] == key:
             return list(_LAST_READ[0][1])
     records = read_records(loc, spec.format, spec.split, field="dataset.path")
-    _LAST_READ[:] = [(key, records)] if key is not None else []
+    _LAST_READ[:] = [(key, records)] if key is not None and key[1] < STREAM_BYTES else []
     return list(records)
 
 
