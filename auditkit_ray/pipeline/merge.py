@@ -43,18 +43,17 @@ def iter_rows(store: ResultStore, plan: Plan, shards: Iterable[int] | None = Non
         yield table.sort_by("index").select(cols).to_pylist()
 
 
-def _percentiles(values: array, qs: tuple[float, ...]) -> list[float | None]:
-    """Linear-interpolation percentiles of ``values`` (as a sorted list would give them: one sort of a copy)."""
-    if not values:
+def _percentiles(values: Any, qs: tuple[float, ...]) -> list[float | None]:
+    """Linear-interpolation percentiles of ``values`` (a float64 array, sorted here in place), as a sorted
+    list would give them."""
+    if not len(values):
         return [None for _ in qs]
-    import numpy as np
-
-    ordered = np.sort(np.frombuffer(values, dtype=np.float64))
+    values.sort()
     out: list[float | None] = []
     for q in qs:
-        k = (len(ordered) - 1) * q
+        k = (len(values) - 1) * q
         lo, hi = math.floor(k), math.ceil(k)
-        a, b = float(ordered[lo]), float(ordered[hi])
+        a, b = float(values[lo]), float(values[hi])
         out.append(a + (b - a) * (k - lo))
     return out
 
@@ -100,8 +99,13 @@ def merge(plan: Plan, store: ResultStore, *, wall_s: float, generated: int, gene
     tallies.update(tally_stored(store, plan, [i for i in range(plan.n_shards) if i not in tallies], metric_objs,
                                 from_rows=from_rows))
 
+    import numpy as np
+
     acc = Accumulator(metric_objs)
     total = ShardTally()
+    # every latency in one array, each shard's copied in and dropped as it is merged: held once
+    latencies = np.empty(sum(len(t.latencies) for t in tallies.values()), dtype=np.float64)
+    filled = 0
     flaky: dict[str, list[str]] = {}  # per score name: the first flaky samples, in shard order
     flaky_count: dict[str, int] = {}
     for i in range(plan.n_shards):  # in shard order, whoever tallied what
@@ -113,7 +117,8 @@ def merge(plan: Plan, store: ResultStore, *, wall_s: float, generated: int, gene
         total.n_rows += t.n_rows
         total.errors.extend(t.errors[: MAX_LISTED_ERRORS - len(total.errors)])
         total.error_count += t.error_count
-        total.latencies.extend(t.latencies)
+        latencies[filled:filled + len(t.latencies)] = np.frombuffer(t.latencies, dtype=np.float64)
+        filled += len(t.latencies)
         total.scopes |= t.scopes
         total.prompt_tokens += t.prompt_tokens
         total.completion_tokens += t.completion_tokens
@@ -134,7 +139,7 @@ def merge(plan: Plan, store: ResultStore, *, wall_s: float, generated: int, gene
     errors = [SampleError(sample_id=sid, stage=stage, message=msg) for sid, stage, msg in total.errors]
     tokens = TokenUsage(prompt=total.prompt_tokens, completion=total.completion_tokens, source=total.token_source)
     scopes = total.scopes
-    p50, p95, p99 = _percentiles(total.latencies, (0.50, 0.95, 0.99))
+    p50, p95, p99 = _percentiles(latencies, (0.50, 0.95, 0.99))
 
     perf = Perf(
         wall_s=wall_s,

@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+from array import array
 from typing import Any, Callable, Iterator
 
 from .. import errors
@@ -42,7 +43,7 @@ DRIVER_SHARE = 1.3
 
 #: a part's bytes at most (JSON Lines text, or Parquet rows as Arrow IPC): what travels to one task, and, with
 #: the parts in flight, what the driver holds of the dataset at once
-PART_BYTES = 32 << 20
+PART_BYTES = 16 << 20
 
 #: a part's rows summary: the last thing a part yields, after its shards' rows
 SUMMARY = "summary"
@@ -55,12 +56,12 @@ def id_hash(rid: str) -> int:
 
 def _records(source: tuple) -> Iterator[tuple[str, dict]]:
     """(where, record) of one part, named as the driver's reader names them:
-    ``("jsonl", path, text, first_line)`` or ``("parquet", [(file, first_row,
+    ``("jsonl", path, UTF-8 bytes, first_line)`` or ``("parquet", [(file, first_row,
     Arrow IPC stream), ...])``."""
     from ..data.readers import jsonl_records
 
     if source[0] == "jsonl":
-        yield from jsonl_records(source[1], source[2], source[3])
+        yield from jsonl_records(source[1], source[2].decode("utf-8"), source[3])
         return
     import pyarrow as pa
 
@@ -78,7 +79,7 @@ def plan_part(spec_json: str, source: tuple, first_shard: int, end_shard: int,
     """Shards ``first_shard .. end_shard - 1``, whose records are ``source`` (``_records``), read a shard at a
     time: yields the row of each shard not in ``done``, in shard order (as soon as it is built, and none once
     a sample failed), then the part's summary (``{SUMMARY: ...}``): a hash of each sample's id
-    (``id_hash``) and whether it was derived from the content, in file order, the first error of each phase
+    (``id_hash``), in file order, the first error of each phase
     (reading, then building), the shards whose rows it yielded, and the process that read it."""
     import numpy as np
 
@@ -92,8 +93,7 @@ def plan_part(spec_json: str, source: tuple, first_shard: int, end_shard: int,
     spec = RunSpec.model_validate_json(spec_json)
     d = spec.dataset
     size = spec.shard_size
-    hashes: list[int] = []
-    derived: list[bool] = []
+    hashes = array("Q")
     out: dict[str, Any] = {"load_error": None, "build_error": None, "rows": [], "pid": os.getpid(), "n": 0}
     adapter = PromptAdapter(spec.prompt, d, spec.seed, [])
     meta = agent_metadata_fn(spec)
@@ -119,9 +119,6 @@ def plan_part(spec_json: str, source: tuple, first_shard: int, end_shard: int,
                 rid = given_id(d, rec)
                 if rid is None:
                     rid = content_id(rec)
-                    derived.append(True)
-                else:
-                    derived.append(False)
                 hashes.append(id_hash(rid))
                 pairs.append((sample_of(d, where, rec, rid), rec))
                 if len(pairs) == size:
@@ -140,9 +137,8 @@ def plan_part(spec_json: str, source: tuple, first_shard: int, end_shard: int,
         if out["load_error"] is None and shard != end_shard:
             raise RuntimeError(f"plan part {first_shard}..{end_shard}: {len(hashes)} samples for "
                                f"{end_shard - first_shard} shards")
-        out["hashes"] = np.array(hashes, dtype=np.uint64)
-        out["derived"] = np.array(derived, dtype=bool)
-        del hashes, derived, source
+        out["hashes"] = np.frombuffer(hashes, dtype=np.uint64)
+        del source
     yield {SUMMARY: out}
 
 
@@ -178,7 +174,7 @@ def _jsonl_parts(path: Any, size: int) -> tuple[int, list[int], Callable[[int, i
             if a:
                 f.seek(a)
             data = f.read(b - a)
-        return ("jsonl", str(path), data.decode("utf-8"), first_line)
+        return ("jsonl", str(path), data, first_line)  # checked UTF-8 by the pass above: decoded by the part
 
     return n, weights, source
 
@@ -335,8 +331,9 @@ def plan_in_tasks(spec: Any, is_done: Callable[[int], bool], tasks: int,
             raise inner from None
         raise RunError(f"planning {path} in parts failed: {type(inner).__name__}: "
                        f"{str(inner).splitlines()[0] if str(inner) else ''}") from exc
-    hashes = np.concatenate([r["hashes"] for r in results])
-    if len(np.unique(hashes)) != len(hashes):
+    hashes = np.concatenate([r.pop("hashes") for r in results])
+    hashes.sort()  # in place: the check's memory is the hashes', 8 bytes a sample
+    if hashes.size > 1 and bool((hashes[1:] == hashes[:-1]).any()):
         return None  # a duplicate id, identical records without ids, or a collision: the driver's reader decides
     del hashes
     for r in results:
