@@ -35,8 +35,7 @@ def same(x, y, path="") -> list[str]:
         return [d for i, (a, b) in enumerate(zip(x, y)) for d in same(a, b, f"{path}[{i}]")]
     if isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y):
         return []
-    return [] if (x == y and type(x) is type(y)) or (x == y and {type(x), type(y)} <= {int, float}) and x == y \
-        else [f"{path}: {x!r} vs {y!r}"]
+    return [] if x == y and (type(x) is type(y) or {type(x), type(y)} <= {int, float}) else [f"{path}: {x!r} vs {y!r}"]
 
 
 @pytest.fixture
@@ -68,7 +67,8 @@ def three_runs(make_run, root: Path, corpus_cls: str, **kw) -> list[Path]:
         acc, f1, loss, ratio, stats, grouped, clusters = {}, {}, {}, {}, {}, {}, {}
         for i in ids:
             u = rng.random()
-            acc[i] = ["error", "unknown", "not_tested", None][int(u * 40)] if u < 0.1 else float(rng.random() < skill[r])
+            unscored = ["error", "unknown", "not_tested", None][int(u * 40)] if u < 0.1 else None
+            acc[i] = unscored if u < 0.1 else float(rng.random() < skill[r])
             f1[i] = None if rng.random() < 0.05 else round(rng.random() * skill[r], 6)
             loss[i] = float(rng.random() < 1 - skill[r])
             tot = rng.randint(3, 12)
