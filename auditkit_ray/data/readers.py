@@ -57,18 +57,32 @@ def decode_text(path: Path | Location) -> str:
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise DataError(f"{path}:{line}: dataset is not valid UTF-8 (byte {exc.start})") from None
+        start = exc.start + (3 if raw.startswith(b"\xef\xbb\xbf") else 0)  # the decoder counts after the mark
+        line = raw[:start].count(b"\n") + 1
+        raise DataError(f"{path}:{line}: dataset is not valid UTF-8 (byte {start})") from None
 
 
 def _jsonl(path: Location) -> Iterator[tuple[str, dict]]:
     return jsonl_records(path, decode_text(path))
 
 
+def _split_lines(text: str) -> Iterator[str]:
+    """The lines of ``text`` as ``io.StringIO(text)`` gives them (split at "\\n", each with its "\\n"), one at a
+    time: a StringIO holds a copy of the text at four bytes a character."""
+    start, end = 0, len(text)
+    while start < end:
+        stop = text.find("\n", start)
+        if stop < 0:
+            yield text[start:]
+            return
+        yield text[start:stop + 1]
+        start = stop + 1
+
+
 def jsonl_records(path: Path | Location | str, text: str, first_line: int = 1) -> Iterator[tuple[str, dict]]:
     """JSON Lines ``text`` (part of ``path`` that starts at line
     ``first_line``) as (where, record); blank lines are skipped."""
-    for i, line in enumerate(io.StringIO(text), start=first_line):
+    for i, line in enumerate(_split_lines(text), start=first_line):
         if not line.strip():
             continue
         try:
@@ -184,38 +198,44 @@ def forget_last_read() -> None:
     _LAST_READ.clear()
 
 
+#: bytes a pass over a file (``_lines``) reads at a time
+SCAN_CHUNK = 1 << 20
+
+
 def _lines(loc: Location) -> Iterator[tuple[int, int, bytes]]:
-    """(line number, byte offset, bytes without the newline) of each line of a file split at "\n" as
+    """(line number, byte offset, bytes without the newline) of each line of a file split at "\\n" as
     ``decode_text`` and ``jsonl_records`` split it (a UTF-8 byte order mark at the start is not part of the
-    first line), read a piece at a time; a line that is not UTF-8 fails as ``decode_text`` fails."""
+    first line), read ``SCAN_CHUNK`` bytes at a time and a line at a time; a line that is not UTF-8 fails as
+    ``decode_text`` fails."""
     with loc.open_stream() as f:
-        rest, offset, lineno = b"", 0, 0
+        buf, lineno, pos = b"", 0, 0  # base: the file offset of buf[0]
+        head = f.read(3)
+        chunk = f.read(SCAN_CHUNK) if head == b"\xef\xbb\xbf" else head + f.read(SCAN_CHUNK)
+        base = 3 if head == b"\xef\xbb\xbf" else 0
         while True:
-            chunk = f.read(8 << 20)
-            if not chunk and not rest:
-                return
-            buf = rest + chunk
-            if offset == 0 and lineno == 0 and buf.startswith(b"\xef\xbb\xbf"):
-                buf, offset = buf[3:], 3
-            cut = buf.rfind(b"\n") + 1 if chunk else len(buf)
-            if cut == 0:
-                rest = buf
-                continue
-            piece, rest = buf[:cut], buf[cut:]
-            try:
-                piece.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                line = lineno + piece[: exc.start].count(b"\n") + 1
-                raise DataError(f"{loc}:{line}: dataset is not valid UTF-8 (byte {offset + exc.start})") from None
-            lines = piece.split(b"\n")
-            if chunk:
-                lines.pop()  # the piece ends with a newline: nothing after it
-            for line in lines:
+            buf, base, pos = buf[pos:] + chunk, base + pos, 0
+            while True:
+                nl = buf.find(b"\n", pos)
+                if nl < 0:
+                    break
                 lineno += 1
-                yield lineno, offset, line
-                offset += len(line) + 1
+                yield lineno, base + pos, _checked(loc, buf[pos:nl], lineno, base + pos)
+                pos = nl + 1
+            chunk = f.read(SCAN_CHUNK)
             if not chunk:
+                if pos < len(buf):  # a last line without a newline
+                    lineno += 1
+                    yield lineno, base + pos, _checked(loc, buf[pos:], lineno, base + pos)
                 return
+
+
+def _checked(loc: Location, line: bytes, lineno: int, offset: int) -> bytes:
+    if not line.isascii():
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{loc}:{lineno}: dataset is not valid UTF-8 (byte {offset + exc.start})") from None
+    return line
 
 
 def is_blank(line: bytes) -> bool:
