@@ -40,6 +40,7 @@ BENCHMARKS = {
     "gpu": "bench_gpu.py",
     "startup": "bench_startup.py",
     "signals": "bench_signals.py",
+    "scale": "bench_scale.py",
 }
 
 

@@ -31,7 +31,7 @@ from ..core.result import RunResult, load_run
 from ..core.rowjson import loads as row_loads
 from ..errors import ConfigError
 from ..store.columns import CLUSTER, CLUSTER_KEYS, STATS, STATUS, VALUE, score_cell, shard_files
-from ..store.samples import _is_remote, _store_options, first_line, load_result, samples_location
+from ..store.samples import first_line, load_result, samples_location, table_store
 
 Key = tuple[str, int]
 
@@ -97,9 +97,9 @@ class _Unreadable(Exception):
 
 
 def _np():
-    from ..compare.stats import _np as np_
+    from ..errors import require
 
-    return np_()
+    return require("numpy", "stats")
 
 
 def _stats_matrix(lists: Any) -> tuple[Any, Any]:
@@ -128,12 +128,8 @@ class _Table:
 
         np = _np()
         self.path = path
-        store = None
-        if _is_remote(path):
-            from ..store.base import open_store
-
-            store = open_store(path, *_store_options(result))
-        elif not Path(path).exists():
+        store = table_store(result, path)
+        if store is None and not Path(path).exists():
             raise _Unreadable(f"per-sample table {path} does not exist")
         self.files = list(shard_files(path, store))
         if not self.files:

@@ -48,7 +48,7 @@ class Location:
     def read_parquet(self) -> Any: ...
 
     def open_stream(self) -> Any:
-        """A binary stream of the file's bytes (read in pieces: a large file is never held whole)."""
+        """The file's bytes as a binary file that reads in pieces and seeks (a large file is never held whole)."""
         raise NotImplementedError
 
     def parquet_file(self) -> Any:
@@ -209,7 +209,7 @@ class S3Location(Location):
 
     def open_stream(self) -> Any:
         try:
-            return self.fs.open_input_stream(self.key)
+            return self.fs.open_input_file(self.key)  # random access: a part is read from its offset
         except FileNotFoundError:
             raise DataError(f"{self.name}: dataset file not found") from None
         except OSError as exc:

@@ -198,11 +198,11 @@ def forget_last_read() -> None:
     _LAST_READ.clear()
 
 
-#: bytes a pass over a file (``_lines``) reads at a time
+#: bytes a pass over a file (``file_lines``) reads at a time
 SCAN_CHUNK = 1 << 20
 
 
-def _lines(loc: Location) -> Iterator[tuple[int, int, bytes]]:
+def file_lines(loc: Location) -> Iterator[tuple[int, int, bytes]]:
     """(line number, byte offset, bytes without the newline) of each line of a file split at "\\n" as
     ``decode_text`` and ``jsonl_records`` split it (a UTF-8 byte order mark at the start is not part of the
     first line), read ``SCAN_CHUNK`` bytes at a time and a line at a time; a line that is not UTF-8 fails as
@@ -245,7 +245,7 @@ def is_blank(line: bytes) -> bool:
 
 def _jsonl_stream(loc: Location) -> Iterator[tuple[str, dict]]:
     """``_jsonl``'s records, read a piece at a time."""
-    for i, _, line in _lines(loc):
+    for i, _, line in file_lines(loc):
         if is_blank(line):
             continue
         text = line.decode("utf-8")

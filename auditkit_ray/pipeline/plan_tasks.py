@@ -152,12 +152,12 @@ def _error(kind: tuple[str, str]) -> AuditKitError:
 def _jsonl_parts(path: Any, size: int) -> tuple[int, list[int], Callable[[int, int], tuple]]:
     """The file's sample count, each shard's bytes (for cutting parts), and the ``source`` of shards
     ``s0 .. s1 - 1``. One pass over the file, a piece at a time: a byte offset and a line number per shard."""
-    from ..data.readers import _lines, is_blank
+    from ..data.readers import file_lines, is_blank
 
     starts: list[tuple[int, int]] = []  # (byte offset, line number) of each shard's first sample
     n = 0
     end = 0
-    for lineno, offset, line in _lines(path):  # a file that is not UTF-8 fails here, naming its line
+    for lineno, offset, line in file_lines(path):  # a file that is not UTF-8 fails here, naming its line
         end = offset + len(line) + 1
         if is_blank(line):
             continue

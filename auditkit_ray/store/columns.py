@@ -112,7 +112,7 @@ class ShardFile:
         return self.file.read(columns=[c for c in dict.fromkeys(columns) if self.has(c)])
 
 
-def _local_names(path: str) -> list[str]:
+def local_parquet_files(path: str) -> list[str]:
     """The Parquet files of a local table directory, as ``pyarrow.dataset`` finds them (by path; none hidden)."""
     out = []
     for root, dirs, files in os.walk(path):
@@ -125,7 +125,7 @@ def shard_files(path: str, store: Any = None) -> Iterator[ShardFile]:
     """Each file of the per-sample table at ``path`` (a local directory, or, given ``store``, the store's
     ``.parquet`` files under it), in the order ``store.samples`` reads them."""
     if store is None:
-        for name in _local_names(path):
+        for name in local_parquet_files(path):
             yield ShardFile(name, name)
         return
     names = [n for n in store.list("") if n.endswith(".parquet")]

@@ -77,6 +77,9 @@ EXPECTED = {
                 "goal.whole_run_warm_le_1.15x_plain"],
     "signals": ["signals.run-private.SIGINT.stop", "signals.run-private.SIGTERM.stop",
                 "signals.ratio.run-private.term_vs_int", "goal.term_le_1.5x_int"],
+    "scale": ["scale.auditkit.n2000.run", "scale.auditkit.n20000.compare", "scale.auditkit.n20000.leaderboard",
+              "scale.ratio.run.peak_rss", "scale.resume.n20000.generated_again", "scale.resume.n20000.merge.ratio",
+              "goal.run_peak_le_1.5x_smallest", "goal.resume_regenerates_le_one_shard_per_actor"],
 }
 
 
