@@ -81,8 +81,9 @@ def command_rss(args: list[str], src: str | None = None, on_start: Any = None) -
     env = {**os.environ, "AUDITKIT_RAY_WARM": "0", "PYTHONPATH": os.pathsep.join(
         [p for p in (src or str(ROOT), os.environ.get("PYTHONPATH", "")) if p])}
     t0 = time.perf_counter()
+    # in the code's own folder: Ray's workers put the driver's working directory on their path
     proc = subprocess.Popen([CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                            start_new_session=True)
+                            cwd=src or str(ROOT), start_new_session=True)
     if on_start is not None:
         on_start(proc)
     import threading
@@ -174,6 +175,8 @@ def resume(rec: Recorder, n: int, data: Path, work: Path, shard: int) -> None:
     killed = command_rss(["run", str(spec)], on_start=kill_at_90)
     if not at["run"]:
         raise SystemExit(f"bench_scale: the run finished before 90% of its shards were seen (rc {killed['rc']})")
+    # what the killed run left: outputs stored between the count and the kill count as stored
+    at["gen"] = len(list((store / "generations").glob("*/*/*.parquet")))
     note("[resume] the same run again ...")
     again = command_rss(["run", str(spec), "--json"])
     if again["rc"] != 0:

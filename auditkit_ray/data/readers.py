@@ -83,15 +83,19 @@ def jsonl_records(path: Path | Location | str, text: str, first_line: int = 1) -
     """JSON Lines ``text`` (part of ``path`` that starts at line
     ``first_line``) as (where, record); blank lines are skipped."""
     for i, line in enumerate(_split_lines(text), start=first_line):
-        if not line.strip():
-            continue
-        try:
-            rec = row_loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}:{i}: invalid JSON line ({exc.msg})") from None
-        if not isinstance(rec, dict):
-            raise DataError(f"{path}:{i}: each line must be a JSON object, got {type(rec).__name__}")
-        yield f"{path}:{i}", rec
+        if line.strip():
+            yield _record(path, i, line)
+
+
+def _record(path: Any, i: int, line: str) -> tuple[str, dict]:
+    """(where, record) of line ``i``, a JSON object."""
+    try:
+        rec = row_loads(line)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}:{i}: invalid JSON line ({exc.msg})") from None
+    if not isinstance(rec, dict):
+        raise DataError(f"{path}:{i}: each line must be a JSON object, got {type(rec).__name__}")
+    return f"{path}:{i}", rec
 
 
 def _json(path: Location) -> Iterator[tuple[str, dict]]:
@@ -246,16 +250,8 @@ def is_blank(line: bytes) -> bool:
 def _jsonl_stream(loc: Location) -> Iterator[tuple[str, dict]]:
     """``_jsonl``'s records, read a piece at a time."""
     for i, _, line in file_lines(loc):
-        if is_blank(line):
-            continue
-        text = line.decode("utf-8")
-        try:
-            rec = row_loads(text)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{loc}:{i}: invalid JSON line ({exc.msg})") from None
-        if not isinstance(rec, dict):
-            raise DataError(f"{loc}:{i}: each line must be a JSON object, got {type(rec).__name__}")
-        yield f"{loc}:{i}", rec
+        if not is_blank(line):
+            yield _record(loc, i, line.decode("utf-8"))
 
 
 def iter_dataset_records(spec: Any) -> Iterator[tuple[str, dict]]:
