@@ -47,8 +47,6 @@ class MetricColumn:
     state: Any
     #: the value per key (float64; NaN where there is none)
     value: Any
-    #: the status text per key (None where absent): kept for readers that show it
-    status: Any = None
     #: corpus statistics: width per key (-1: none) and the values, a row per key padded with NaN; None: no key has any
     stats_width: Any = None
     stats: Any = None
@@ -141,36 +139,61 @@ class _Table:
         sids, reps = [], []
         for f in self.files:
             t = f.read(["sample_id", "repeat"])
+            f.release()
             sid = t.column("sample_id") if "sample_id" in t.column_names else pa.nulls(f.num_rows, pa.string())
             sids.append(pc.fill_null(pc.cast(sid, pa.string()), "None"))
             rep = t.column("repeat") if "repeat" in t.column_names else pa.nulls(f.num_rows, pa.int64())
-            reps.append(pc.fill_null(pc.cast(rep, pa.int64()), 0).to_numpy())
+            reps.append(pc.fill_null(pc.cast(rep, pa.int64()), 0).to_numpy().astype(np.int32))
         sid = pa.chunked_array([c for s in sids for c in s.chunks], pa.string()).combine_chunks()
-        rep = np.concatenate(reps) if reps else np.empty(0, np.int64)
-        del sids, reps
-        # sort by key, stably: of the rows of one key, the first stored comes first and is kept
-        order = pc.sort_indices(pa.table({"s": sid, "r": rep}), sort_keys=[("s", "ascending"), ("r", "ascending")])
-        order = order.to_numpy().astype(np.int64 if len(rep) >= 2**31 else np.int32)
-        sorted_sid, sorted_rep = sid.take(order), rep[order]
-        del sid, rep
-        if len(order) > 1:
-            same = np.asarray(pc.equal(sorted_sid.slice(1), sorted_sid.slice(0, len(order) - 1)))
-            dup = np.concatenate([[False], same & (sorted_rep[1:] == sorted_rep[:-1])])
+        rep = np.concatenate(reps) if reps else np.empty(0, np.int32)
+        del sids, reps, t
+        n = len(rep)
+        # a table stored in key order (sorted ids: the common case) needs no sort and no copy of its keys
+        self.order = None  # per sorted key: its row in the table as stored (None: the same)
+        if n > 1:
+            gt = np.asarray(pc.greater(sid.slice(1), sid.slice(0, n - 1)))
+            same = np.asarray(pc.equal(sid.slice(1), sid.slice(0, n - 1)))
+            in_order = bool((gt | (same & (rep[1:] >= rep[:-1]))).all())
+            del gt
+            if not in_order:
+                # sort by key, stably: of the rows of one key, the first stored comes first and is kept
+                order = pc.sort_indices(pa.table({"s": sid, "r": rep}),
+                                        sort_keys=[("s", "ascending"), ("r", "ascending")])
+                self.order = order.to_numpy().astype(np.int64 if n >= 2**31 else np.int32)
+                del order
+                sid, rep = sid.take(self.order), rep[self.order]
+                same = np.asarray(pc.equal(sid.slice(1), sid.slice(0, n - 1)))
+            dup = np.concatenate([[False], same & (rep[1:] == rep[:-1])])
+            del same
         else:
-            dup = np.zeros(len(order), bool)
+            dup = np.zeros(n, bool)
         self.duplicates = int(dup.sum())
+        self.kept = None  # per stored row: whether it is its key's first (None: every row is)
         if self.duplicates:
             keep = ~dup
-            order, sorted_sid, sorted_rep = order[keep], sorted_sid.filter(pa.array(keep)), sorted_rep[keep]
-        self.order = order  # per sorted key: its row in the table as stored
-        self.kept = None
-        if self.duplicates:
-            self.kept = np.zeros(sum(f.num_rows for f in self.files), bool)
-            self.kept[order] = True
-        self.sample_id, self.repeat = sorted_sid, sorted_rep
+            sid, rep = sid.filter(pa.array(keep)), rep[keep]
+            self.kept = np.zeros(n, bool)
+            if self.order is None:
+                self.kept[keep] = True
+            else:
+                self.order = self.order[keep]
+                self.kept[self.order] = True
+        self.sample_id, self.repeat = sid, rep
         self.names = None if not all(f.typed for f in self.files) else sorted(
-            {c[len(STATUS):] for f in self.files for c in f.schema.names if c.startswith(STATUS)})
+            {c[len(STATUS):] for f in self.files for c in f.names if c.startswith(STATUS)})
         self.parsed: dict[str, MetricColumn] | None = None
+        pa.default_memory_pool().release_unused()
+
+    def arrange(self, stored: Any) -> Any:
+        """A per-row array (numpy or pyarrow) in the run's sorted key order, each key's first row."""
+        import pyarrow as pa
+
+        if self.order is not None:
+            return stored.take(self.order) if isinstance(stored, (pa.Array, pa.ChunkedArray)) else stored[self.order]
+        if self.kept is not None:
+            return stored.filter(pa.array(self.kept)) if isinstance(stored, (pa.Array, pa.ChunkedArray)) \
+                else stored[self.kept]
+        return stored
 
     def metric(self, name: str) -> MetricColumn | None:
         if self.names is None:  # a table without typed columns: every metric from the JSON, at once
@@ -186,16 +209,23 @@ class _Table:
         import pyarrow.compute as pc
 
         np = _np()
-        statuses, values, stats, clusters = [], [], [], []
+        states, values, stats, clusters = [], [], [], []
         has_stats = has_cluster = False
         for f in self.files:
             t = f.read([STATUS + name, VALUE + name, STATS + name, CLUSTER + name]
                        + ([self.cluster_col] if self.cluster_col else []))
+            f.release()
             n = f.num_rows
-            st = t.column(STATUS + name) if STATUS + name in t.column_names else pa.nulls(n, pa.string())
-            statuses.append(pc.cast(st, pa.string()))
             v = t.column(VALUE + name) if VALUE + name in t.column_names else pa.nulls(n, pa.float64())
-            values.append(pc.fill_null(pc.cast(v, pa.float64()), float("nan")).to_numpy())
+            v = pc.fill_null(pc.cast(v, pa.float64()), float("nan")).to_numpy()
+            if STATUS + name in t.column_names:
+                st = pc.cast(t.column(STATUS + name), pa.string())
+                scored = np.asarray(pc.fill_null(pc.equal(st, "scored"), False)) & ~np.isnan(v)
+                state = np.where(scored, SCORED, np.where(np.asarray(pc.is_valid(st)), UNSCORED, ABSENT))
+            else:
+                state = np.full(n, ABSENT)
+            states.append(state.astype(np.int8))
+            values.append(v)
             if STATS + name in t.column_names:
                 has_stats = True
                 stats.append(t.column(STATS + name))
@@ -206,21 +236,19 @@ class _Table:
                 col = pc.cast(t.column(self.cluster_col), pa.string())
                 cl = pc.coalesce(col, pc.cast(cl, pa.string()))
             has_cluster = has_cluster or cl.null_count < n
-            clusters.append(pc.cast(cl, pa.string()))
-        order = self.order
-        status = pa.chunked_array([c for s in statuses for c in pc.cast(s, pa.string()).chunks] or
-                                  [pa.array([], pa.string())], pa.string()).combine_chunks().take(order)
-        value = np.concatenate(values)[order] if values else np.empty(0)
-        present = np.asarray(pc.is_valid(status))
-        scored = np.asarray(pc.fill_null(pc.equal(status, "scored"), False)) & ~np.isnan(value)
-        state = np.where(scored, SCORED, np.where(present, UNSCORED, ABSENT)).astype(np.int8)
-        out = MetricColumn(state=state, value=value, status=status)
+            clusters.append(pc.cast(cl, pa.string()) if has_cluster else None)
+        empty = np.empty(0)
+        out = MetricColumn(state=self.arrange(np.concatenate(states) if states else empty.astype(np.int8)),
+                           value=self.arrange(np.concatenate(values) if values else empty))
+        del states, values
         if has_stats:
             lists = pa.chunked_array([c for s in stats for c in s.chunks], pa.list_(pa.float64()))
-            out.stats_width, out.stats = _stats_matrix(lists.combine_chunks().take(order))
+            out.stats_width, out.stats = _stats_matrix(self.arrange(lists.combine_chunks()))
         if has_cluster:
-            cl = pa.chunked_array([c for s in clusters for c in s.chunks], pa.string())
-            out.cluster = cl.combine_chunks().take(order)
+            cl = pa.chunked_array([c for f, s in zip(self.files, clusters) for c in
+                                   (s if s is not None else pa.nulls(f.num_rows, pa.string())).chunks], pa.string())
+            out.cluster = self.arrange(cl.combine_chunks())
+        pa.default_memory_pool().release_unused()
         return out
 
     def _parse(self) -> dict[str, MetricColumn]:
@@ -234,6 +262,7 @@ class _Table:
         row = 0
         for f in self.files:
             t = f.read(["sample_id", "scores"] + ([self.cluster_col] if self.cluster_col else []))
+            f.release()
             blobs = t.column("scores").to_pylist()
             sids = t.column("sample_id").to_pylist()
             clus = t.column(self.cluster_col).to_pylist() if self.cluster_col else [None] * len(blobs)
@@ -253,20 +282,20 @@ class _Table:
                         cells.setdefault(s["name"], {})[row] = (status, value, stats, cl)
                 row += 1
         out = {}
-        order = self.order
+        arrange = self.arrange
         for name, got in cells.items():
-            status = [None] * n_rows
+            status: list[Any] = [None] * n_rows
             value = np.full(n_rows, np.nan)
             for r, c in got.items():
                 status[r] = c[0]
                 if c[1] is not None:
                     value[r] = c[1]
-            st = pa.array(status, pa.string()).take(order)
-            value = value[order]
+            st = arrange(pa.array(status, pa.string()))
+            value = arrange(value)
             present = np.asarray(st.is_valid())
             scored = np.asarray(pa.compute.fill_null(pa.compute.equal(st, "scored"), False)) & ~np.isnan(value)
             mc = MetricColumn(state=np.where(scored, SCORED, np.where(present, UNSCORED, ABSENT)).astype(np.int8),
-                              value=value, status=st)
+                              value=value)
             if any(c[2] is not None for c in got.values()):
                 widths = np.full(n_rows, -1, np.int32)
                 w = max(len(c[2]) for c in got.values() if c[2] is not None)
@@ -275,9 +304,9 @@ class _Table:
                     if c[2] is not None:
                         widths[r] = len(c[2])
                         mat[r, :len(c[2])] = c[2]
-                mc.stats_width, mc.stats = widths[order], mat[order]
+                mc.stats_width, mc.stats = arrange(widths), arrange(mat)
             if any(c[3] is not None for c in got.values()):
-                mc.cluster = pa.array([got[r][3] if r in got else None for r in range(n_rows)], pa.string()).take(order)
+                mc.cluster = arrange(pa.array([got[r][3] if r in got else None for r in range(n_rows)], pa.string()))
             out[str(name)] = mc
         return out
 

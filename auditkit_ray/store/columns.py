@@ -26,6 +26,7 @@ from typing import Any
 
 from ..core.rowjson import dumps as row_dumps
 from ..core.rowjson import loads as row_loads
+from ..core.types import STATUS_VALUE
 
 #: footer key (schema metadata) of a shard whose typed score columns are complete
 TYPED_KEY = b"auditkit.typed_scores"
@@ -67,23 +68,52 @@ def score_columns(scores: Sequence[Sequence[dict[str, Any]]]) -> dict[str, Any]:
     import pyarrow as pa
 
     n = len(scores)
-    cells: dict[str, dict[int, tuple]] = {}
+    codes: dict[str, list[int | None]] = {}  # per name: the status's code in ``seen`` per row
+    values: dict[str, list[float | None]] = {}
+    extra: dict[str, dict[int, tuple]] = {}  # per name: rows whose score has statistics or a cluster id
+    seen: dict[str, int] = {}
     for k, row in enumerate(scores):
         for s in row:
             name = s.get("name") if isinstance(s, dict) else None
-            if name is not None:
-                cells.setdefault(str(name), {})[k] = score_cell(s)  # a name twice in a row: the last, as a reader
+            if name is None:
+                continue
+            name = str(name)
+            if s.get("metadata"):  # statistics, a cluster id: the full reading
+                st, v, stats, cl = score_cell(s)
+                if stats is not None or cl is not None:
+                    extra.setdefault(name, {})[k] = (stats, cl)
+                elif name in extra:
+                    extra[name].pop(k, None)
+            else:  # the common case: a status and a number
+                st = s.get("status", "scored")
+                st = STATUS_VALUE.get(st) or str(getattr(st, "value", st))
+                v = s.get("value")
+                if type(v) is not float:
+                    v = float(v) if isinstance(v, (int, float)) else None
+                if v is not None and not math.isfinite(v):
+                    v = None
+                if name in extra:
+                    extra[name].pop(k, None)  # a name twice in a row: the last, as a reader of the JSON
+            col = codes.get(name)
+            if col is None:
+                col = codes[name] = [None] * n
+                values[name] = [None] * n
+            code = seen.get(st)
+            if code is None:
+                code = seen[st] = len(seen)
+            col[k] = code
+            values[name][k] = v
+    dictionary = pa.array(list(seen), pa.string())
     out: dict[str, Any] = {}
-    for name in sorted(cells):
-        got = cells[name]
-        rows = [got.get(k) for k in range(n)]
-        out[STATUS + name] = pa.array([c[0] if c else None for c in rows], pa.string()).dictionary_encode()
-        out[VALUE + name] = pa.array([c[1] if c else None for c in rows], pa.float64())
-        if any(c and c[2] is not None for c in rows):
-            out[STATS + name] = pa.array([list(c[2]) if c and c[2] is not None else None for c in rows],
-                                         pa.list_(pa.float64()))
-        if any(c and c[3] is not None for c in rows):
-            out[CLUSTER + name] = pa.array([c[3] if c else None for c in rows], pa.string())
+    for name in sorted(codes):
+        out[STATUS + name] = pa.DictionaryArray.from_arrays(pa.array(codes[name], pa.int32()), dictionary)
+        out[VALUE + name] = pa.array(values[name], pa.float64())
+        got = extra.get(name) or {}
+        if any(c[0] is not None for c in got.values()):
+            out[STATS + name] = pa.array([list(got[k][0]) if k in got and got[k][0] is not None else None
+                                          for k in range(n)], pa.list_(pa.float64()))
+        if any(c[1] is not None for c in got.values()):
+            out[CLUSTER + name] = pa.array([got[k][1] if k in got else None for k in range(n)], pa.string())
     return out
 
 
@@ -93,23 +123,33 @@ def mark_typed(table: Any) -> Any:
 
 
 class ShardFile:
-    """One Parquet file of a per-sample table: its schema, and its columns read on demand."""
+    """One Parquet file of a per-sample table: its schema's names, whether its typed columns are complete, its
+    rows, and its columns read on demand. The file is open only while it is read (``release`` closes it): a
+    table of thousands of files holds a few names and counts a file, not thousands of open files' footers."""
 
-    def __init__(self, name: str, source: Any) -> None:
+    def __init__(self, name: str, opener: Any) -> None:
         import pyarrow.parquet as pq
 
-        self.name = name
-        self.file = pq.ParquetFile(source)
-        self.schema = self.file.schema_arrow
-        self.typed = (self.schema.metadata or {}).get(TYPED_KEY) == b"1"
-        self.num_rows = self.file.metadata.num_rows
+        self.name, self._opener = name, opener
+        self._file: Any = pq.ParquetFile(opener())
+        schema = self._file.schema_arrow
+        self.names = frozenset(schema.names)
+        self.typed = (schema.metadata or {}).get(TYPED_KEY) == b"1"
+        self.num_rows = self._file.metadata.num_rows
 
     def has(self, column: str) -> bool:
-        return column in self.schema.names
+        return column in self.names
 
     def read(self, columns: Iterable[str]) -> Any:
         """These columns (those the file has), as a table."""
-        return self.file.read(columns=[c for c in dict.fromkeys(columns) if self.has(c)])
+        import pyarrow.parquet as pq
+
+        if self._file is None:
+            self._file = pq.ParquetFile(self._opener())
+        return self._file.read(columns=[c for c in dict.fromkeys(columns) if self.has(c)])
+
+    def release(self) -> None:
+        self._file = None
 
 
 def local_parquet_files(path: str) -> list[str]:
@@ -126,8 +166,10 @@ def shard_files(path: str, store: Any = None) -> Iterator[ShardFile]:
     ``.parquet`` files under it), in the order ``store.samples`` reads them."""
     if store is None:
         for name in local_parquet_files(path):
-            yield ShardFile(name, name)
+            yield ShardFile(name, lambda name=name: name)
         return
     names = [n for n in store.list("") if n.endswith(".parquet")]
     for name, data in zip(names, store.read_many(names)):
-        yield ShardFile(name, io.BytesIO(data))
+        first = [io.BytesIO(data)]  # the bytes read ahead serve the first open; a later one reads them again
+        yield ShardFile(name, lambda name=name, first=first: first.pop() if first else
+                        io.BytesIO(store.read_bytes(name)))
