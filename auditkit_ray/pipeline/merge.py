@@ -67,8 +67,12 @@ def tally_stored(store: ResultStore, plan: Plan, shards: list[int], metrics: lis
     corpus = corpus_metrics(metrics)
     out: dict[int, ShardTally] = {}
     todo = [] if from_rows else shards
-    for i, data in zip(todo, store.read_many(plan.layout.shard(i) for i in todo)):
-        f = pq.ParquetFile(io.BytesIO(data))
+    local = [store.local_path(plan.layout.shard(i)) for i in todo]
+    # a local file: its footer and latency column alone are read; a remote one whole, the next ones read ahead
+    sources = iter(local) if all(local) else (io.BytesIO(d) for d in store.read_many(plan.layout.shard(i)
+                                                                                     for i in todo))
+    for i, source in zip(todo, sources):
+        f = pq.ParquetFile(source)
         text = (f.schema_arrow.metadata or {}).get(TALLY_KEY)
         if text is None:
             continue

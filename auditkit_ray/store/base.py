@@ -32,6 +32,9 @@ class LocalStore(ResultStore):
     def _p(self, rel: str) -> Path:
         return self.root / rel
 
+    def local_path(self, rel: str) -> str | None:
+        return str(self._p(rel))
+
     def write_atomic(self, rel: str, data: bytes) -> bool:
         final = self._p(rel)
         if final.exists():
