@@ -58,7 +58,7 @@ from .comparison import Comparison, RunRef, compare
 from .cost import AXES, CostRow, ParetoFront, choose_axis, cost_row, pareto_front
 from .gates import GateResult, normalize_max_regression, threshold_gates, validate_threshold_gates
 from .pairs import dataset_check, fsum_left, metric_check, paired_stats, resolve_corpus_metric
-from .samples import LoadedRun, load, pair, unique_labels
+from .samples import LoadedRun, at_positions, load, pair, unique_labels
 
 BINARY_CI = ("wilson", "clopper-pearson")
 
@@ -210,15 +210,18 @@ def _group_key(run: LoadedRun, s: MetricSummary) -> str:
 
 
 def _clusters(scores: Any, mc: Any, idx: Any) -> tuple[list[str] | None, str | None]:
-    """Cluster ids for the scored keys at ``idx``: explicit ids, else sample_id when samples repeat."""
+    """Cluster ids for the scored keys at ``idx`` (None: every key): explicit ids, else sample_id when samples
+    repeat."""
     import pyarrow.compute as pc
 
     if mc.cluster is not None:
-        cl = mc.cluster.take(idx)
+        cl = mc.cluster if idx is None else mc.cluster.take(idx)
         if cl.null_count < len(cl):
-            sids = scores.sample_id.take(idx)
+            sids = scores.sample_id if idx is None else scores.sample_id.take(idx)
             return pc.coalesce(cl, pc.binary_join_element_wise("sample:", sids, "")).to_pylist(), "cluster ids"
-    sids = scores.sample_id.take(idx)
+    if not scores.has_repeats:
+        return None, None  # no sample has two keys: its ids are not read again
+    sids = scores.sample_id if idx is None else scores.sample_id.take(idx)
     # sorted keys: a sample id repeated is a run of equal ids
     if len(sids) > 1 and pc.any(pc.equal(sids.slice(1), sids.slice(0, len(sids) - 1))).as_py():
         return sids.to_pylist(), "repeats clustered by sample_id"
@@ -241,23 +244,26 @@ def _interval(run: LoadedRun, s: MetricSummary, name: str, *, confidence: float,
             out.update(ci_note=f"no interval: per-sample table unavailable ({why}) and the run summary has none")
         return out
     mc = scores.metric(name)
-    idx = np.nonzero(mc.scored)[0] if mc is not None else np.empty(0, np.int64)  # sorted key order
-    if not len(idx):
+    scored = mc.scored if mc is not None else np.zeros(0, bool)
+    n_scored = int(np.count_nonzero(scored))
+    if not n_scored:
         out.update(ci_note="no interval: no scored sample in the per-sample table")
         return out
+    idx = None if n_scored == len(scored) else np.nonzero(scored)[0]  # sorted key order; None: every key
+    del scored
     notes: list[str] = []
-    if len(idx) != s.n:
-        notes.append(f"per-sample table has {len(idx)} scored rows, the summary counts {s.n}")
+    if n_scored != s.n:
+        notes.append(f"per-sample table has {n_scored} scored rows, the summary counts {s.n}")
     if s.aggregation == "corpus":
         metric, reason = resolve_corpus_metric(s)
-        widths = mc.stats_width[idx] if mc.stats is not None else None
+        widths = at_positions(mc.stats_width, idx) if mc.stats is not None else None
         if metric is None:
             out.update(ci_note=f"no interval: {reason}")
         elif widths is None or (widths < 0).any() or len(np.unique(widths)) != 1:
             out.update(
                 ci_note="no interval: scored samples lack consistent metadata.stats to resample the corpus score")
         else:
-            stats = mc.stats[idx][:, :int(widths[0])]
+            stats = at_positions(mc.stats, idx)[:, :int(widths[0])]
             try:
                 ci, undefined = st.corpus_bootstrap_ci(stats, metric.finalize, confidence=confidence,
                                                        n_resamples=n_resamples, seed=seed)
@@ -273,7 +279,7 @@ def _interval(run: LoadedRun, s: MetricSummary, name: str, *, confidence: float,
         if notes:
             out["ci_note"] = "; ".join(filter(None, [out.get("ci_note"), *notes]))
         return out
-    values = mc.value[idx]
+    values = at_positions(mc.value, idx)
     n = len(values)
     mean = fsum_left(values) / n
     if n > 1:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,27 +58,49 @@ class MetricColumn:
         return self.state == SCORED
 
 
-@dataclass
 class RunScores:
-    """Per-sample scores of one run: its keys in sorted order, and each metric's columns over them."""
+    """Per-sample scores of one run: its keys in sorted order, and each metric's columns over them.
 
-    #: sorted unique keys: sample ids (a pyarrow string array) and repeats (int64)
-    sample_id: Any
-    repeat: Any
-    duplicates: int = 0
-    metrics: dict[str, MetricColumn] = field(default_factory=dict)
-    #: how to read a metric not read yet (``_Table.metric``); None once every metric is read
-    source: Any = None
+    A table stored in key order (the common case) is not held: its keys are known by their count and a digest,
+    and read again only where a comparison needs them (two runs with other keys, cluster ids, the keys of the
+    samples a diff lists)."""
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+        self.duplicates: int = table.duplicates
+        self.metrics: dict[str, MetricColumn] = {}
 
     @property
     def n(self) -> int:
-        return len(self.repeat)
+        return self.table.n
+
+    @property
+    def digest(self) -> str | None:
+        """A SHA-256 of the sorted keys (None when not worked out: a table not in key order, or with a key twice)."""
+        return self.table.digest
+
+    @property
+    def has_repeats(self) -> bool:
+        """Some sample has several keys (repeats)."""
+        return self.table.has_repeats
+
+    @property
+    def sample_id(self) -> Any:
+        """The sorted keys' sample ids (a pyarrow array; read on first use)."""
+        return self.table.keys()[0]
+
+    @property
+    def repeat(self) -> Any:
+        """The sorted keys' repeats (int32; read on first use)."""
+        return self.table.keys()[1]
 
     def metric(self, name: str) -> MetricColumn | None:
-        """The metric's columns (read on first use); None when no row has a score of that name."""
-        if name not in self.metrics and self.source is not None:
-            self.metrics[name] = self.source.metric(name)
-        return self.metrics.get(name)
+        """The metric's columns (read on first use); None when no row has a score of that name. Only the last
+        metric asked for is kept: comparisons and leaderboards take their metrics one after another."""
+        if name not in self.metrics:
+            self.metrics.clear()
+            self.metrics[name] = self.table.metric(name)
+        return self.metrics[name]
 
     def keys_at(self, positions: Any) -> list[Key]:
         """The keys at these positions, as (sample_id, repeat) tuples."""
@@ -87,7 +109,7 @@ class RunScores:
         pos = np.asarray(positions, dtype=np.int64)
         if not pos.size:
             return []
-        return list(zip(self.sample_id.take(pos).to_pylist(), self.repeat[pos].tolist()))
+        return self.table.keys_at(pos)
 
 
 class _Unreadable(Exception):
@@ -136,53 +158,136 @@ class _Table:
         if missing:
             raise _Unreadable(f"per-sample table {path} lacks column(s) {', '.join(missing)}")
         self.cluster_col = next((c for c in CLUSTER_KEYS if self.files[0].has(c)), None)
-        sids, reps = [], []
-        for f in self.files:
-            t = f.read(["sample_id", "repeat"])
-            f.release()
-            sid = t.column("sample_id") if "sample_id" in t.column_names else pa.nulls(f.num_rows, pa.string())
-            sids.append(pc.fill_null(pc.cast(sid, pa.string()), "None"))
-            rep = t.column("repeat") if "repeat" in t.column_names else pa.nulls(f.num_rows, pa.int64())
-            reps.append(pc.fill_null(pc.cast(rep, pa.int64()), 0).to_numpy().astype(np.int32))
-        sid = pa.chunked_array([c for s in sids for c in s.chunks], pa.string()).combine_chunks()
-        rep = np.concatenate(reps) if reps else np.empty(0, np.int32)
-        del sids, reps, t
-        n = len(rep)
-        # a table stored in key order (sorted ids: the common case) needs no sort and no copy of its keys
         self.order = None  # per sorted key: its row in the table as stored (None: the same)
-        if n > 1:
-            gt = np.asarray(pc.greater(sid.slice(1), sid.slice(0, n - 1)))
-            same = np.asarray(pc.equal(sid.slice(1), sid.slice(0, n - 1)))
-            in_order = bool((gt | (same & (rep[1:] >= rep[:-1]))).all())
-            del gt
-            if not in_order:
-                # sort by key, stably: of the rows of one key, the first stored comes first and is kept
-                order = pc.sort_indices(pa.table({"s": sid, "r": rep}),
-                                        sort_keys=[("s", "ascending"), ("r", "ascending")])
-                self.order = order.to_numpy().astype(np.int64 if n >= 2**31 else np.int32)
-                del order
-                sid, rep = sid.take(self.order), rep[self.order]
-                same = np.asarray(pc.equal(sid.slice(1), sid.slice(0, n - 1)))
-            dup = np.concatenate([[False], same & (rep[1:] == rep[:-1])])
-            del same
-        else:
-            dup = np.zeros(n, bool)
-        self.duplicates = int(dup.sum())
         self.kept = None  # per stored row: whether it is its key's first (None: every row is)
-        if self.duplicates:
-            keep = ~dup
-            sid, rep = sid.filter(pa.array(keep)), rep[keep]
-            self.kept = np.zeros(n, bool)
-            if self.order is None:
-                self.kept[keep] = True
+        self._keys: tuple[Any, Any] | None = None
+        rows = sum(f.num_rows for f in self.files)
+        if not self._scan_keys(rows):
+            sid, rep = self._read_keys()
+            # sort by key, stably: of the rows of one key, the first stored comes first and is kept
+            order = pc.sort_indices(pa.table({"s": sid, "r": rep}), sort_keys=[("s", "ascending"), ("r", "ascending")])
+            self.order = order.to_numpy().astype(np.int64 if rows >= 2**31 else np.int32)
+            del order
+            sid, rep = sid.take(self.order), rep[self.order]
+            if rows > 1:
+                same = np.asarray(pc.equal(sid.slice(1), sid.slice(0, rows - 1)))
+                dup = np.concatenate([[False], same & (rep[1:] == rep[:-1])])
+                self.has_repeats = bool((same & (rep[1:] != rep[:-1])).any())
+                del same
             else:
+                dup = np.zeros(rows, bool)
+            self.duplicates = int(dup.sum())
+            if self.duplicates:
+                keep = ~dup
+                sid, rep = sid.filter(pa.array(keep)), rep[keep]
                 self.order = self.order[keep]
+                self.kept = np.zeros(rows, bool)
                 self.kept[self.order] = True
-        self.sample_id, self.repeat = sid, rep
+            self._keys = (sid, rep)
+            self.digest = None
+        self.n = rows - self.duplicates
         self.names = None if not all(f.typed for f in self.files) else sorted(
             {c[len(STATUS):] for f in self.files for c in f.names if c.startswith(STATUS)})
         self.parsed: dict[str, MetricColumn] | None = None
         pa.default_memory_pool().release_unused()
+
+    def _file_keys(self, f: Any) -> tuple[Any, Any]:
+        """One file's sample ids (text, null as "None") and repeats (int32, null as 0), as stored."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        np = _np()
+        t = f.read(["sample_id", "repeat"])
+        f.release()
+        sid = t.column("sample_id") if "sample_id" in t.column_names else pa.nulls(f.num_rows, pa.string())
+        rep = t.column("repeat") if "repeat" in t.column_names else pa.nulls(f.num_rows, pa.int64())
+        return (pc.fill_null(pc.cast(sid, pa.string()), "None").combine_chunks(),
+                pc.fill_null(pc.cast(rep, pa.int64()), 0).to_numpy().astype(np.int32))
+
+    def _scan_keys(self, rows: int) -> bool:
+        """One pass over the keys, a file at a time, holding none of them: whether the table is stored in key
+        order; if so, the rows that repeat a key (``kept``), whether samples repeat, and the keys' digest."""
+        import hashlib
+
+        import pyarrow.compute as pc
+
+        np = _np()
+        h = hashlib.sha256()
+        dups: list[Any] = []
+        repeats = False
+        prev: tuple[str, int] | None = None
+        start = 0
+        for f in self.files:
+            sid, rep = self._file_keys(f)
+            n = len(rep)
+            if n:
+                first = (sid[0].as_py(), int(rep[0]))
+                if prev is not None:
+                    if first < prev:
+                        return False
+                    if first == prev:
+                        dups.append(np.array([start]))
+                    elif first[0] == prev[0]:
+                        repeats = True
+                if n > 1:
+                    a, b = sid.slice(1), sid.slice(0, n - 1)
+                    gt = np.asarray(pc.greater(a, b))
+                    same = np.asarray(pc.equal(a, b))
+                    if not bool((gt | (same & (rep[1:] >= rep[:-1]))).all()):
+                        return False
+                    d = same & (rep[1:] == rep[:-1])
+                    if d.any():
+                        dups.append(np.nonzero(d)[0] + start + 1)
+                    repeats = repeats or bool((same & (rep[1:] != rep[:-1])).any())
+                offsets = np.frombuffer(sid.buffers()[1], dtype=np.int32)[sid.offset:sid.offset + n + 1]
+                h.update((offsets - offsets[0]).astype(np.int64).tobytes())
+                h.update(sid.buffers()[2].to_pybytes()[offsets[0]:offsets[-1]])
+                h.update(rep.tobytes())
+                prev = (sid[n - 1].as_py(), int(rep[n - 1]))
+            start += n
+        self.has_repeats = repeats
+        self.duplicates = int(sum(len(d) for d in dups))
+        if self.duplicates:
+            self.kept = np.ones(rows, bool)
+            self.kept[np.concatenate(dups)] = False
+        self.digest = None if self.duplicates else h.hexdigest()
+        return True
+
+    def _read_keys(self) -> tuple[Any, Any]:
+        import pyarrow as pa
+
+        np = _np()
+        sids, reps = [], []
+        for f in self.files:
+            sid, rep = self._file_keys(f)
+            sids.append(sid)
+            reps.append(rep)
+        return pa.chunked_array(sids, pa.string()), (np.concatenate(reps) if reps else np.empty(0, np.int32))
+
+    def keys(self) -> tuple[Any, Any]:
+        """The sorted unique keys: sample ids (a pyarrow array) and repeats (int32), read on first use."""
+        if self._keys is None:
+            sid, rep = self._read_keys()
+            self._keys = (self.arrange(sid), self.arrange(rep))
+        return self._keys
+
+    def keys_at(self, positions: Any) -> list[Key]:
+        """The keys at these positions of the sorted keys, read from the files that hold them (or the keys held)."""
+        np = _np()
+        if self._keys is not None:
+            sid, rep = self._keys
+            return list(zip(sid.take(positions).to_pylist(), rep[positions].tolist()))
+        stored = positions if self.kept is None else np.nonzero(self.kept)[0][positions]
+        starts = np.cumsum([0] + [f.num_rows for f in self.files])
+        which = np.searchsorted(starts, stored, side="right") - 1
+        out: list[Key | None] = [None] * len(stored)
+        for k in np.unique(which):
+            sel = np.nonzero(which == k)[0]
+            sid, rep = self._file_keys(self.files[int(k)])
+            local = stored[sel] - starts[k]
+            for i, s_, r_ in zip(sel.tolist(), sid.take(local).to_pylist(), rep[local].tolist()):
+                out[i] = (s_, r_)
+        return out  # type: ignore[return-value]
 
     def arrange(self, stored: Any) -> Any:
         """A per-row array (numpy or pyarrow) in the run's sorted key order, each key's first row."""
@@ -319,8 +424,7 @@ def read_scores(result: RunResult, base_dir: str | os.PathLike | None = None) ->
     try:
         path = samples_location(result, base_dir)
         table = _Table(result, path)
-        scores = RunScores(sample_id=table.sample_id, repeat=table.repeat, duplicates=table.duplicates,
-                           source=table)
+        scores = RunScores(table)
         if table.names is None:  # the JSON is read now, so that an unreadable row is the reason
             table.parsed = table._parse()
         return scores, None
@@ -400,7 +504,7 @@ def unique_labels(runs: list[LoadedRun]) -> None:
 class Pairing:
     """The pairs two runs share on one metric, in sorted key order: the paired values as float64 arrays."""
 
-    #: the run the keys are read from, and the paired keys' positions in it
+    #: the run the keys are read from, and the paired keys' positions in it (None: every key, in order)
     run: RunScores | None = None
     positions: Any = None
     a: Any = None
@@ -433,7 +537,8 @@ class Pairing:
         np = _np()
         if self.run is None:
             return []
-        return self.run.keys_at(self.positions[np.asarray(which, dtype=np.int64)])
+        which = np.asarray(which, dtype=np.int64)
+        return self.run.keys_at(which if self.positions is None else self.positions[which])
 
     @property
     def keys(self) -> list[Key]:
@@ -441,13 +546,15 @@ class Pairing:
 
 
 def _matched(sa: RunScores, sb: RunScores) -> tuple[Any, Any]:
-    """Positions in ``sa`` and in ``sb`` of the keys both have, in sorted key order."""
+    """Positions in ``sa`` and in ``sb`` of the keys both have, in sorted key order; (None, None) when the two
+    runs have the same keys (the common case: every position, no index arrays)."""
     import pyarrow as pa
 
     np = _np()
+    if sa.n == sb.n and sa.digest is not None and sa.digest == sb.digest:
+        return None, None  # the same keys in the same order, known without reading them again
     if sa.n == sb.n and np.array_equal(sa.repeat, sb.repeat) and sa.sample_id.equals(sb.sample_id):
-        both = np.arange(sa.n)
-        return both, both
+        return None, None
     ta = pa.table({"s": sa.sample_id, "r": sa.repeat, "ia": np.arange(sa.n)})
     tb = pa.table({"s": sb.sample_id, "r": sb.repeat, "ib": np.arange(sb.n)})
     j = ta.join(tb, keys=["s", "r"], join_type="inner")
@@ -456,38 +563,50 @@ def _matched(sa: RunScores, sb: RunScores) -> tuple[Any, Any]:
     return ia[by], ib[by]
 
 
-def _stats_of(mc: MetricColumn | None, positions: Any) -> tuple[Any, Any]:
+def at_positions(arr: Any, idx: Any) -> Any:
+    """``arr[idx]``, or ``arr`` itself for ``idx`` None (every position)."""
+    return arr if idx is None else arr[idx]
+
+
+def _stats_of(mc: MetricColumn | None, positions: Any, n: int) -> tuple[Any, Any]:
     np = _np()
     if mc is None or mc.stats is None:
-        return np.full(len(positions), -1, np.int32), None
-    return mc.stats_width[positions], mc.stats[positions]
+        return np.full(n, -1, np.int32), None
+    return at_positions(mc.stats_width, positions), at_positions(mc.stats, positions)
 
 
 def pair(sa: RunScores, sb: RunScores, metric: str) -> Pairing:
     np = _np()
     ca, cb = sa.metric(metric), sb.metric(metric)
     ia, ib = _matched(sa, sb)
-    out = Pairing(run=sa, only_in_a=sa.n - len(ia), only_in_b=sb.n - len(ib))
-    xa = ca.state[ia] if ca is not None else np.full(len(ia), -1, np.int8)
-    yb = cb.state[ib] if cb is not None else np.full(len(ib), -1, np.int8)
+    common = sa.n if ia is None else len(ia)
+    out = Pairing(run=sa, only_in_a=sa.n - common, only_in_b=sb.n - common)
+    xa = at_positions(ca.state, ia) if ca is not None else np.full(common, -1, np.int8)
+    yb = at_positions(cb.state, ib) if cb is not None else np.full(common, -1, np.int8)
     xs, ys = xa == SCORED, yb == SCORED
     both = xs & ys
     out.scored_only_a = int(np.count_nonzero(xs & ~ys))
     out.scored_only_b = int(np.count_nonzero(ys & ~xs))
     out.unscored_both = int(np.count_nonzero(~xs & ~ys & (xa != ABSENT) & (yb != ABSENT)))
+    del xa, yb, xs, ys
     # scored rows whose sample the other table lacks altogether are unpaired too
     for col, n, idx, attr in ((ca, sa.n, ia, "scored_only_a"), (cb, sb.n, ib, "scored_only_b")):
-        if col is not None and len(idx) < n:
+        if col is not None and common < n:
             there = np.zeros(n, bool)
             there[idx] = True
             setattr(out, attr, getattr(out, attr) + int(np.count_nonzero((col.state == SCORED) & ~there)))
-    pa_, pb_ = ia[both], ib[both]
+    if both.all():  # every shared key paired: the positions are the shared ones, the values no copy
+        pa_, pb_ = ia, ib
+    else:
+        pick = np.nonzero(both)[0]
+        pa_, pb_ = (pick if ia is None else ia[pick]), (pick if ib is None else ib[pick])
+    del both
     out.positions = pa_
-    out.a = ca.value[pa_] if ca is not None else np.empty(0)
-    out.b = cb.value[pb_] if cb is not None else np.empty(0)
-    wa, ma = _stats_of(ca, pa_)
-    wb, mb = _stats_of(cb, pb_)
-    if len(pa_):
+    out.a = at_positions(ca.value, pa_) if ca is not None else np.empty(0)
+    out.b = at_positions(cb.value, pb_) if cb is not None else np.empty(0)
+    wa, ma = _stats_of(ca, pa_, out.n)
+    wb, mb = _stats_of(cb, pb_, out.n)
+    if out.n:
         if (wa < 0).any() or (wb < 0).any():
             out.stats_problem = "some scored samples lack metadata.stats, so the corpus score cannot be resampled"
         else:
