@@ -42,6 +42,7 @@ BENCHMARKS = {
     "signals": "bench_signals.py",
     "noninferiority": "bench_noninferiority.py",
     "validate": "bench_validate.py",
+    "scale": "bench_scale.py",
 }
 
 

@@ -15,7 +15,7 @@ from . import tables
 from .context import DriverContext, RunContext, Runs, worker_info
 from .generate import Generator, stored_generations
 from .shard import ShardOutcome, ShardPayload, StageFields, outcome_batch, payload_batch, read_batch, unpack
-from .tally import ShardTally, corpus_metrics, run_metrics
+from .tally import TALLY_KEY, ShardTally, corpus_metrics, run_metrics
 
 #: the scoring pools, in pipeline order (a metric names its own: ``Metric.pool_name``)
 POOLS = ("checks", "judges", "oracles")
@@ -120,12 +120,15 @@ class ScoreStage:
         table = tables.run_table(payload.shard, items, [s.target for s in samples], payload.generations, annotations,
                                  [[s if type(s) is dict else tables.score_row(s) for s in p] for p in per_item],
                                  {**payload.worker, **timing})
+        tally = self._tally(items, payload.generations, per_item, corpus)
+        # the tally rides in the shard's footer: a resumed run's driver reads it there, not the rows
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), TALLY_KEY: tally.to_json()})
         store.write_table(layout.shard(payload.shard), table)
         return ShardOutcome(
             run=key,
             shard=payload.shard,
             n=len(items),
-            tally=self._tally(items, payload.generations, per_item, corpus),
+            tally=tally,
             generated=payload.generated,
             generation_s=payload.generation_s,
             completion_tokens=sum(g.completion_tokens or 0 for g in gens) if payload.generated else 0,

@@ -9,9 +9,13 @@ A row of the Ray Data pipeline is one shard, in two columns, each a pickle
 - ``samples``: the validated ``Sample`` of each item, in item order (repeats
   and choices of one sample are the same object, pickled once).
 
-The pipeline's input rows also carry ``run`` (the run's fingerprint) in a
-column of their own (``Plan.row``), so that runs over one dataset share their
-planned rows; from the first stage on it travels in the payload.
+The pipeline's input rows hold neither: they carry ``ref``, a reference to
+the planned row (``payload`` and ``samples``) in Ray's object store, where the
+plan put it as it was built (``Plan.row``), so that the driver never holds
+every shard's row at once; the first stage fetches it (``read_batch``). They
+also carry ``run`` (the run's fingerprint) in a column of their own, so that
+runs over one dataset share their planned rows; from the first stage on it
+travels in the payload.
 
 Pickle rather than JSON: the samples are validated once, on the driver, and
 not dumped to JSON and validated again in every stage, which costs about
@@ -34,7 +38,7 @@ from typing import Any
 from ..errors import RunError
 from .tally import ShardTally
 
-PAYLOAD, SAMPLES, RUN = "payload", "samples", "run"
+PAYLOAD, SAMPLES, RUN, REF = "payload", "samples", "run", "ref"
 
 
 def pack(obj: Any) -> bytes:
@@ -122,8 +126,15 @@ def planned_row(shard: int, items: list[dict[str, Any]], samples: list[Any]) -> 
 
 def read_batch(batch: dict[str, Any]) -> list[tuple[ShardPayload, bytes]]:
     """Each row's payload (unpacked) and its samples (still packed: a stage
-    that does not read them passes them on as they are)."""
-    out = [(unpack(p), s) for p, s in zip(batch[PAYLOAD], batch[SAMPLES])]
+    that does not read them passes them on as they are); an input row's are
+    fetched from the object store first."""
+    if REF in batch:
+        import ray
+
+        planned = ray.get(list(batch[REF]))
+        out = [(unpack(row[PAYLOAD]), row[SAMPLES]) for row in planned]
+    else:
+        out = [(unpack(p), s) for p, s in zip(batch[PAYLOAD], batch[SAMPLES])]
     if RUN in batch:
         for (payload, _), run in zip(out, batch[RUN]):
             payload.run = str(run)

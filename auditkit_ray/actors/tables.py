@@ -8,6 +8,7 @@ from typing import Any
 from ..core.rowjson import dumps as _js
 from ..core.rowjson import loads
 from ..core.types import Score
+from ..store.columns import mark_typed, score_columns
 
 GEN_COLUMNS = ("shard", "index", "sample_id", "repeat", "generation")
 
@@ -49,7 +50,7 @@ def run_table(shard: int, items: list[dict], targets: list[Any], generations: li
     js = _js
 
     n = len(items)
-    return pa.table(
+    return mark_typed(pa.table(
         {
             "shard": pa.array([shard] * n, pa.int32()),
             "index": pa.array(range(n), pa.int32()),
@@ -73,5 +74,7 @@ def run_table(shard: int, items: list[dict], targets: list[Any], generations: li
             "annotations": pa.array([js(a) for a in annotations], pa.string()),
             "scores": pa.array([js(s) for s in scores], pa.string()),
             "worker": pa.array([js(worker)] * n, pa.string()),
+            # each score's status and value (and statistics) in columns of their own: what comparisons read
+            **score_columns(scores),
         }
-    )
+    ))

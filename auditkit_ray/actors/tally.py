@@ -1,20 +1,30 @@
 """A shard's share of its run's summary (``ShardTally``), and the run's metrics.
 
-The scoring actor that writes a shard tallies it from the rows it writes; the
-driver tallies a shard it did not see scored (a resumed run) from the stored
-file, with the same code, and merges the tallies in shard order
-(``pipeline.merge``). So a run's numbers do not depend on which actor scored
-what, or when.
+The scoring actor that writes a shard tallies it from the rows it writes and
+stores the tally in the shard's Parquet footer (``TALLY_KEY``); the driver
+reads a shard it did not see scored (a resumed run) from that footer and the
+shard's ``latency_s`` column, and tallies a shard written before footers
+carried a tally from its rows, with the same code. It merges the tallies in
+shard order (``pipeline.merge``). So a run's numbers do not depend on which
+actor scored what, or when.
+
+A tally holds no Python object per sample: counts, sums, the first few
+errors and flaky samples, and the latencies as one compact array of
+doubles (the percentiles need every value), so the driver's memory for a run
+is a few hundred bytes a shard plus 8 bytes a sample.
 """
 
 from __future__ import annotations
 
+import json
 import math
+from array import array
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ..core.aggregate import MeanStats
 from ..core.registry import build_metric
+from ..core.result import MAX_LISTED_FLAKY
 from ..core.rowjson import loads as row_loads
 from ..core.types import Score, Status
 
@@ -23,6 +33,11 @@ MAX_LISTED_ERRORS = 100
 #: the stored rows' columns a tally reads
 COLUMNS = ["sample_id", "repeat", "error", "scores", "latency_s", "latency_scope", "prompt_tokens", "completion_tokens",
            "token_source", "gen_metadata"]
+
+#: the Parquet footer key (schema metadata) under which a run shard stores its tally (``ShardTally.to_json``)
+TALLY_KEY = b"auditkit.tally"
+#: the version of that JSON; a footer of another version is not read (the shard is tallied from its rows)
+TALLY_VERSION = 1
 
 
 @dataclass
@@ -34,7 +49,8 @@ class ShardTally:
     corpus: dict[str, list[float]] = field(default_factory=dict)
     errors: list[tuple[str, str, str]] = field(default_factory=list)  # (sample_id, stage, message), the first listed
     error_count: int = 0
-    latencies: list[float] = field(default_factory=list)
+    #: every row's latency (those that have one), as doubles
+    latencies: array = field(default_factory=lambda: array("d"))
     scopes: set[str] = field(default_factory=set)
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -42,8 +58,10 @@ class ShardTally:
     cost: float | None = None
     retries: int = 0
     cached: int = 0
-    #: per score name: the samples whose repeats disagree (``flaky_samples``), in row order
+    #: per score name: the first ``MAX_LISTED_FLAKY`` samples whose repeats disagree (``flaky_samples``), in row
+    #: order, and how many there are in all
     flaky: dict[str, list[str]] = field(default_factory=dict)
+    flaky_count: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def of_rows(cls, rows: Iterable[dict[str, Any]], corpus_metrics: dict[str, Any],
@@ -105,12 +123,44 @@ class ShardTally:
             t.stats[name] = MeanStats(n=len(vals), total=math.fsum(vals), total_sq=math.fsum([v * v for v in vals]),
                                       binary=set(vals) <= {0.0, 1.0}, counts=counts)
         if repeated:
-            t.flaky = flaky_samples(outcomes)
+            flaky = flaky_samples(outcomes)
+            t.flaky = {name: ids[:MAX_LISTED_FLAKY] for name, ids in flaky.items()}
+            t.flaky_count = {name: len(ids) for name, ids in flaky.items()}
             for name, (g, ss, sn, nn) in _cluster_sums(outcomes).items():
                 st = t.stats.get(name)
                 if st is not None:
                     st.clusters, st.c_ss, st.c_sn, st.c_nn = g, ss, sn, nn
         return t
+
+
+    def to_json(self) -> str:
+        """The tally without its latencies (the shard's ``latency_s`` column holds them), for the footer."""
+        stats = {name: {"n": st.n, "total": st.total, "total_sq": st.total_sq, "binary": st.binary,
+                        "counts": st.counts, "clusters": st.clusters, "c_ss": st.c_ss, "c_sn": st.c_sn,
+                        "c_nn": st.c_nn} for name, st in self.stats.items()}
+        # the standard library writes a float as its shortest repr: it reads back to the same bits
+        return json.dumps({"v": TALLY_VERSION, "n_rows": self.n_rows, "stats": stats, "corpus": self.corpus,
+                           "errors": self.errors, "error_count": self.error_count, "scopes": sorted(self.scopes),
+                           "n_latencies": len(self.latencies), "prompt_tokens": self.prompt_tokens,
+                           "completion_tokens": self.completion_tokens, "token_source": self.token_source,
+                           "cost": self.cost, "retries": self.retries, "cached": self.cached, "flaky": self.flaky,
+                           "flaky_count": self.flaky_count}, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str | bytes, latencies: array) -> ShardTally | None:
+        """A tally from its footer JSON and the shard's latencies; None when the JSON is of another version
+        or does not match the latencies given (the shard is then tallied from its rows)."""
+        d = json.loads(text)
+        if not isinstance(d, dict) or d.get("v") != TALLY_VERSION or d.get("n_latencies") != len(latencies):
+            return None
+        stats = {name: MeanStats(n=x["n"], total=x["total"], total_sq=x["total_sq"], binary=x["binary"],
+                                 counts=dict(x["counts"]), clusters=x["clusters"], c_ss=x["c_ss"], c_sn=x["c_sn"],
+                                 c_nn=x["c_nn"]) for name, x in d["stats"].items()}
+        return cls(n_rows=d["n_rows"], stats=stats, corpus=d["corpus"], errors=[tuple(e) for e in d["errors"]],
+                   error_count=d["error_count"], latencies=latencies, scopes=set(d["scopes"]),
+                   prompt_tokens=d["prompt_tokens"], completion_tokens=d["completion_tokens"],
+                   token_source=d["token_source"], cost=d["cost"], retries=d["retries"], cached=d["cached"],
+                   flaky=d["flaky"], flaky_count=d["flaky_count"])
 
 
 def _cluster_sums(outcomes: Iterable[tuple[str, int, str, Status, Any]]) -> dict[str, tuple[int, float, float, float]]:

@@ -57,8 +57,8 @@ from . import stats as st
 from .comparison import Comparison, RunRef, compare
 from .cost import AXES, CostRow, ParetoFront, choose_axis, cost_row, pareto_front
 from .gates import GateResult, normalize_max_regression, threshold_gates, validate_threshold_gates
-from .pairs import dataset_check, metric_check, paired_stats, resolve_corpus_metric
-from .samples import LoadedRun, load, pair, unique_labels
+from .pairs import dataset_check, fsum_left, metric_check, paired_stats, resolve_corpus_metric
+from .samples import LoadedRun, at_positions, load, pair, unique_labels
 
 BINARY_CI = ("wilson", "clopper-pearson")
 
@@ -209,18 +209,29 @@ def _group_key(run: LoadedRun, s: MetricSummary) -> str:
                       default=str)
 
 
-def _clusters(cells: list[tuple[tuple[str, int], Any]]) -> tuple[list[str] | None, str | None]:
-    """Cluster ids for scored cells: explicit ids, else sample_id when samples repeat."""
-    if any(c.cluster is not None for _, c in cells):
-        return [c.cluster if c.cluster is not None else f"sample:{k[0]}" for k, c in cells], "cluster ids"
-    sids = [k[0] for k, _ in cells]
-    if len(set(sids)) < len(sids):
-        return sids, "repeats clustered by sample_id"
+def _clusters(scores: Any, mc: Any, idx: Any) -> tuple[list[str] | None, str | None]:
+    """Cluster ids for the scored keys at ``idx`` (None: every key): explicit ids, else sample_id when samples
+    repeat."""
+    import pyarrow.compute as pc
+
+    if mc.cluster is not None:
+        cl = mc.cluster if idx is None else mc.cluster.take(idx)
+        if cl.null_count < len(cl):
+            sids = scores.sample_id if idx is None else scores.sample_id.take(idx)
+            return pc.coalesce(cl, pc.binary_join_element_wise("sample:", sids, "")).to_pylist(), "cluster ids"
+    if not scores.has_repeats:
+        return None, None  # no sample has two keys: its ids are not read again
+    sids = scores.sample_id if idx is None else scores.sample_id.take(idx)
+    # sorted keys: a sample id repeated is a run of equal ids
+    if len(sids) > 1 and pc.any(pc.equal(sids.slice(1), sids.slice(0, len(sids) - 1))).as_py():
+        return sids.to_pylist(), "repeats clustered by sample_id"
     return None, None
 
 
 def _interval(run: LoadedRun, s: MetricSummary, name: str, *, confidence: float, binary_ci: str, n_resamples: int,
               seed: int) -> dict[str, Any]:
+    import numpy as np
+
     out: dict[str, Any] = {"stderr": s.stderr}
     scores, why = run.scores()
     if scores is None:
@@ -232,22 +243,27 @@ def _interval(run: LoadedRun, s: MetricSummary, name: str, *, confidence: float,
         else:
             out.update(ci_note=f"no interval: per-sample table unavailable ({why}) and the run summary has none")
         return out
-    cells = sorted(((k, c) for k, c in scores.cells.get(name, {}).items() if c.scored), key=lambda kc: kc[0])
-    if not cells:
+    mc = scores.metric(name)
+    scored = mc.scored if mc is not None else np.zeros(0, bool)
+    n_scored = int(np.count_nonzero(scored))
+    if not n_scored:
         out.update(ci_note="no interval: no scored sample in the per-sample table")
         return out
+    idx = None if n_scored == len(scored) else np.nonzero(scored)[0]  # sorted key order; None: every key
+    del scored
     notes: list[str] = []
-    if len(cells) != s.n:
-        notes.append(f"per-sample table has {len(cells)} scored rows, the summary counts {s.n}")
+    if n_scored != s.n:
+        notes.append(f"per-sample table has {n_scored} scored rows, the summary counts {s.n}")
     if s.aggregation == "corpus":
         metric, reason = resolve_corpus_metric(s)
-        stats = [c.stats for _, c in cells]
+        widths = at_positions(mc.stats_width, idx) if mc.stats is not None else None
         if metric is None:
             out.update(ci_note=f"no interval: {reason}")
-        elif any(x is None for x in stats) or len({len(x) for x in stats}) != 1:  # type: ignore[arg-type]
+        elif widths is None or (widths < 0).any() or len(np.unique(widths)) != 1:
             out.update(
                 ci_note="no interval: scored samples lack consistent metadata.stats to resample the corpus score")
         else:
+            stats = at_positions(mc.stats, idx)[:, :int(widths[0])]
             try:
                 ci, undefined = st.corpus_bootstrap_ci(stats, metric.finalize, confidence=confidence,
                                                        n_resamples=n_resamples, seed=seed)
@@ -263,16 +279,17 @@ def _interval(run: LoadedRun, s: MetricSummary, name: str, *, confidence: float,
         if notes:
             out["ci_note"] = "; ".join(filter(None, [out.get("ci_note"), *notes]))
         return out
-    values = [c.value for _, c in cells]
+    values = at_positions(mc.value, idx)
     n = len(values)
-    mean = sum(values) / n  # type: ignore[arg-type]
+    mean = fsum_left(values) / n
     if n > 1:
-        var = sum((v - mean) ** 2 for v in values) / (n - 1)  # type: ignore[operator]
+        # summed in Python, value by value, as a list of them would be: the same bits at any size
+        var = sum((v - mean) ** 2 for v in memoryview(values)) / (n - 1)
         out["stderr"] = math.sqrt(var / n)
-    clusters, kind = _clusters(cells)
-    binary = all(v in (0.0, 1.0) for v in values)
+    clusters, kind = _clusters(scores, mc, idx)
+    binary = bool(np.isin(values, (0.0, 1.0)).all())
     if clusters is not None:
-        res = st.clustered_se(values, clusters)  # type: ignore[arg-type]
+        res = st.clustered_se(values.tolist(), clusters)
         if res is not None:
             se, g = res
             t = st.t_value(confidence, g - 1)
@@ -286,7 +303,7 @@ def _interval(run: LoadedRun, s: MetricSummary, name: str, *, confidence: float,
             return out
         notes.append("fewer than two clusters: clustered errors not used")
     if binary:
-        k = sum(values)  # type: ignore[arg-type]
+        k = fsum_left(values)
         lo, hi = st.wilson(k, n, confidence) if binary_ci == "wilson" else st.clopper_pearson(int(k), n, confidence)
         out.update(ci_low=lo, ci_high=hi, ci_method=binary_ci)
     elif n > 1:

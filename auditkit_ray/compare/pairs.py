@@ -158,11 +158,21 @@ def _counts(p: Pairing) -> dict[str, int]:
                 unscored_both=p.unscored_both, only_in_baseline=p.only_in_a, only_in_candidate=p.only_in_b)
 
 
+def fsum_left(values: Any) -> float:
+    """``sum(values)`` of a float64 array, added left to right by Python's own ``sum`` (the same bits as a
+    list's), without a list of it."""
+    import numpy as np
+
+    return sum(memoryview(np.ascontiguousarray(values, dtype=np.float64)))
+
+
 def paired_stats(p: Pairing, direction: Direction, aggregation: str = "mean", *, summary: MetricSummary | None = None,
                  n_resamples: int = 10_000, seed: int = 0, confidence: float = 0.95,
                  delta_ci: bool = True) -> PairedStats:
     """Paired test and diff of candidate (``p.b``) against baseline (``p.a``);
     ``delta_ci=False`` skips the bootstrap interval of the difference."""
+    import numpy as np
+
     out = PairedStats(**_counts(p), confidence=confidence, seed=seed)
     if p.n == 0:
         out.reason = "no sample is scored in both runs"
@@ -171,29 +181,21 @@ def paired_stats(p: Pairing, direction: Direction, aggregation: str = "mean", *,
         return _corpus(out, p, summary, n_resamples=n_resamples, seed=seed, confidence=confidence, delta_ci=delta_ci)
     a, b = p.a, p.b
     n = p.n
-    out.baseline_mean = sum(a) / n
-    out.candidate_mean = sum(b) / n
+    out.baseline_mean = fsum_left(a) / n
+    out.candidate_mean = fsum_left(b) / n
     out.delta = out.candidate_mean - out.baseline_mean
-    for x, y in zip(a, b):
-        if x == y:
-            out.same += 1
-        elif direction.better(y, x):
-            out.better += 1
-        else:
-            out.worse += 1
-    out.binary = all(v in (0.0, 1.0) for v in a) and all(v in (0.0, 1.0) for v in b)
+    same = a == b
+    better = (b > a) if direction is Direction.MAXIMIZE else (b < a)
+    out.same = int(np.count_nonzero(same))
+    out.better = int(np.count_nonzero(better & ~same))
+    out.worse = n - out.same - out.better
+    out.binary = bool(np.isin(a, (0.0, 1.0)).all() and np.isin(b, (0.0, 1.0)).all())
     if out.binary:
         good = 1.0 if direction is Direction.MAXIMIZE else 0.0
-        d = SampleDiff()
-        for key, x, y in zip(p.keys, a, b):
-            if x == good and y == good:
-                d.still_right += 1
-            elif x == good:
-                d.newly_wrong.append(key)
-            elif y == good:
-                d.newly_right.append(key)
-            else:
-                d.still_wrong += 1
+        ga, gb = a == good, b == good
+        d = SampleDiff(still_right=int(np.count_nonzero(ga & gb)), still_wrong=int(np.count_nonzero(~ga & ~gb)))
+        d.newly_wrong = p.keys_at(np.nonzero(ga & ~gb)[0])
+        d.newly_right = p.keys_at(np.nonzero(~ga & gb)[0])
         out.diff = d
         out.test = "mcnemar exact"
         out.p_value = st.mcnemar_exact(len(d.newly_wrong), len(d.newly_right))
@@ -218,14 +220,10 @@ def _corpus(out: PairedStats, p: Pairing, summary: MetricSummary | None, *, n_re
     if metric is None:
         out.reason = why
         return out
+    if p.stats_problem is not None:
+        out.reason = p.stats_problem
+        return out
     sa, sb = p.a_stats, p.b_stats
-    if any(s is None for s in sa) or any(s is None for s in sb):
-        out.reason = "some scored samples lack metadata.stats, so the corpus score cannot be resampled"
-        return out
-    widths = {len(s) for s in sa} | {len(s) for s in sb}  # type: ignore[arg-type]
-    if len(widths) != 1:
-        out.reason = f"per-sample statistics have different lengths ({sorted(widths)})"
-        return out
     try:
         out.baseline_mean = st.corpus_value(metric.finalize, sa)
         out.candidate_mean = st.corpus_value(metric.finalize, sb)

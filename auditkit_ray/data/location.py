@@ -47,6 +47,14 @@ class Location:
     def parquet_files(self) -> list[Location]: ...
     def read_parquet(self) -> Any: ...
 
+    def open_stream(self) -> Any:
+        """The file's bytes as a binary file that reads in pieces and seeks (a large file is never held whole)."""
+        raise NotImplementedError
+
+    def parquet_file(self) -> Any:
+        """The file as a ``pyarrow.parquet.ParquetFile`` (its row groups read one at a time)."""
+        raise NotImplementedError
+
     def not_found(self, field: str | None = None) -> DataError:
         """``field``: the run file's field that names it (``dataset.path``...), said first when known."""
         if field:
@@ -85,6 +93,14 @@ class LocalLocation(Location):
         from ..errors import require
 
         return require("pyarrow.parquet", "ray").read_table(self.path)
+
+    def open_stream(self) -> Any:
+        return open(self.path, "rb")
+
+    def parquet_file(self) -> Any:
+        from ..errors import require
+
+        return require("pyarrow.parquet", "ray").ParquetFile(self.path)
 
 
 class S3Location(Location):
@@ -188,6 +204,23 @@ class S3Location(Location):
         pq = require("pyarrow.parquet", "s3")
         try:
             return pq.read_table(self.key, filesystem=self.fs)
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    def open_stream(self) -> Any:
+        try:
+            return self.fs.open_input_file(self.key)  # random access: a part is read from its offset
+        except FileNotFoundError:
+            raise DataError(f"{self.name}: dataset file not found") from None
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    def parquet_file(self) -> Any:
+        from ..errors import require
+
+        pq = require("pyarrow.parquet", "s3")
+        try:
+            return pq.ParquetFile(self.fs.open_input_file(self.key))
         except OSError as exc:
             raise self._failed(exc) from None
 

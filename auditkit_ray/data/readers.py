@@ -59,8 +59,9 @@ def decode_text(path: Path | Location) -> str:
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise DataError(f"{path}:{line}: dataset is not valid UTF-8 (byte {exc.start})") from None
+        start = exc.start + (3 if raw.startswith(b"\xef\xbb\xbf") else 0)  # the decoder counts after the mark
+        line = raw[:start].count(b"\n") + 1
+        raise DataError(f"{path}:{line}: dataset is not valid UTF-8 (byte {start})") from None
 
 
 def _why(exc: BaseException) -> str:
@@ -86,21 +87,38 @@ def _jsonl(path: Location) -> Iterator[tuple[str, dict]]:
     return jsonl_records(path, decode_text(path))
 
 
+def _split_lines(text: str) -> Iterator[str]:
+    """The lines of ``text`` as ``io.StringIO(text)`` gives them (split at "\\n", each with its "\\n"), one at a
+    time: a StringIO holds a copy of the text at four bytes a character."""
+    start, end = 0, len(text)
+    while start < end:
+        stop = text.find("\n", start)
+        if stop < 0:
+            yield text[start:]
+            return
+        yield text[start:stop + 1]
+        start = stop + 1
+
+
 def jsonl_records(path: Path | Location | str, text: str, first_line: int = 1) -> Iterator[tuple[str, dict]]:
     """JSON Lines ``text`` (part of ``path`` that starts at line
     ``first_line``) as (where, record); blank lines are skipped."""
-    for i, line in enumerate(io.StringIO(text), start=first_line):
-        if not line.strip():
-            continue
-        try:
-            rec = row_loads(line)
-        except (ValueError, RecursionError) as exc:  # a JSONDecodeError; an integer of thousands of digits
-            raise DataError(f"{path}:{i}: invalid JSON line ({_why(exc)})") from None
-        if (line.count("[") + line.count("{") > MAX_DEPTH) and _deeper_than(rec, MAX_DEPTH):
-            raise DataError(f"{path}:{i}: a row nested more than {MAX_DEPTH} levels deep (the limit)")
-        if not isinstance(rec, dict):
-            raise DataError(f"{path}:{i}: each line must be a JSON object, got {type(rec).__name__}")
-        yield f"{path}:{i}", rec
+    for i, line in enumerate(_split_lines(text), start=first_line):
+        if line.strip():
+            yield _record(path, i, line)
+
+
+def _record(path: Any, i: int, line: str) -> tuple[str, dict]:
+    """(where, record) of line ``i``, a JSON object no deeper than ``MAX_DEPTH``."""
+    try:
+        rec = row_loads(line)
+    except (ValueError, RecursionError) as exc:  # a JSONDecodeError; an integer of thousands of digits
+        raise DataError(f"{path}:{i}: invalid JSON line ({_why(exc)})") from None
+    if (line.count("[") + line.count("{") > MAX_DEPTH) and _deeper_than(rec, MAX_DEPTH):
+        raise DataError(f"{path}:{i}: a row nested more than {MAX_DEPTH} levels deep (the limit)")
+    if not isinstance(rec, dict):
+        raise DataError(f"{path}:{i}: each line must be a JSON object, got {type(rec).__name__}")
+    return f"{path}:{i}", rec
 
 
 def _json(path: Location) -> Iterator[tuple[str, dict]]:
@@ -201,6 +219,80 @@ def dataset_location(spec: Any) -> Location:
 
 _LAST_READ: list[tuple[tuple, list[tuple[str, dict]]]] = []
 
+#: a local JSON Lines file at least this large is not kept after a read (``dataset_records``), and is read a
+#: piece at a time where the records are only passed over (``iter_dataset_records``)
+STREAM_BYTES = 64 << 20
+
+
+def forget_last_read() -> None:
+    """Drop the records ``dataset_records`` keeps of its last read: the plan calls it once it has them, so a
+    run does not hold its dataset's records for its whole length."""
+    _LAST_READ.clear()
+
+
+#: bytes a pass over a file (``file_lines``) reads at a time
+SCAN_CHUNK = 1 << 20
+
+
+def file_lines(loc: Location) -> Iterator[tuple[int, int, bytes]]:
+    """(line number, byte offset, bytes without the newline) of each line of a file split at "\\n" as
+    ``decode_text`` and ``jsonl_records`` split it (a UTF-8 byte order mark at the start is not part of the
+    first line), read ``SCAN_CHUNK`` bytes at a time and a line at a time; a line that is not UTF-8 fails as
+    ``decode_text`` fails."""
+    with loc.open_stream() as f:
+        buf, lineno, pos = b"", 0, 0  # base: the file offset of buf[0]
+        head = f.read(3)
+        chunk = f.read(SCAN_CHUNK) if head == b"\xef\xbb\xbf" else head + f.read(SCAN_CHUNK)
+        base = 3 if head == b"\xef\xbb\xbf" else 0
+        while True:
+            buf, base, pos = buf[pos:] + chunk, base + pos, 0
+            while True:
+                nl = buf.find(b"\n", pos)
+                if nl < 0:
+                    break
+                lineno += 1
+                yield lineno, base + pos, _checked(loc, buf[pos:nl], lineno, base + pos)
+                pos = nl + 1
+            chunk = f.read(SCAN_CHUNK)
+            if not chunk:
+                if pos < len(buf):  # a last line without a newline
+                    lineno += 1
+                    yield lineno, base + pos, _checked(loc, buf[pos:], lineno, base + pos)
+                return
+
+
+def _checked(loc: Location, line: bytes, lineno: int, offset: int) -> bytes:
+    if not line.isascii():
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{loc}:{lineno}: dataset is not valid UTF-8 (byte {offset + exc.start})") from None
+    return line
+
+
+def is_blank(line: bytes) -> bool:
+    """A line ``jsonl_records`` skips (``str.strip`` leaves nothing)."""
+    return not (line.strip() if line.isascii() else line.decode("utf-8").strip())
+
+
+def _jsonl_stream(loc: Location) -> Iterator[tuple[str, dict]]:
+    """``_jsonl``'s records, read a piece at a time."""
+    for i, _, line in file_lines(loc):
+        if not is_blank(line):
+            yield _record(loc, i, line.decode("utf-8"))
+
+
+def iter_dataset_records(spec: Any) -> Iterator[tuple[str, dict]]:
+    """``dataset_records(spec)`` one record at a time: a large local JSON Lines file is read a piece at a
+    time and never held whole (the fingerprint's pass over the records); anything else as it reads."""
+    if not spec.hub:
+        loc = dataset_location(spec)
+        if (isinstance(loc, LocalLocation) and loc.path.is_file() and loc.size() >= STREAM_BYTES
+                and detect_format(loc, spec.format) == "jsonl"):
+            yield from _jsonl_stream(loc)
+            return
+    yield from dataset_records(spec)
+
 
 def dataset_records(spec: Any) -> list[tuple[str, dict]]:
     """The records of the dataset a ``DatasetSpec`` names: a file or directory
@@ -218,7 +310,7 @@ def dataset_records(spec: Any) -> list[tuple[str, dict]]:
         if _LAST_READ and _LAST_READ[0][0] == key:
             return list(_LAST_READ[0][1])
     records = read_records(loc, spec.format, spec.split, field="dataset.path")
-    _LAST_READ[:] = [(key, records)] if key is not None else []
+    _LAST_READ[:] = [(key, records)] if key is not None and key[1] < STREAM_BYTES else []
     return list(records)
 
 

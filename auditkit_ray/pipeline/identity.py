@@ -266,11 +266,13 @@ def _view_hash(spec: RunSpec, content_hash: str) -> str | None:
     d = spec.dataset
     key = (content_hash, d.target_field, d.id_field, d.limit, d.split, d.format)
     if key not in _VIEW_CACHE:
-        from ..core.fingerprint import canonical_json
-        from ..data.readers import dataset_records, given_id
+        from itertools import islice
 
-        records = dataset_records(d)
-        records = records[: d.limit] if d.limit else records
+        from ..core.fingerprint import canonical_json
+        from ..data.readers import given_id, iter_dataset_records
+
+        records = iter_dataset_records(d)  # one pass: a large file is not held whole
+        records = islice(records, d.limit) if d.limit else records
         h = hashlib.sha256()
         digest: str | None = None
         for _, rec in records:

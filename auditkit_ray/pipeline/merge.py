@@ -2,21 +2,27 @@
 
 Summaries come from the stored rows only, so a resumed run and an
 uninterrupted one give the same numbers. Each shard's rows are tallied
-(``ShardTally``) in (shard, index) order, by the scoring actor that wrote
-them or, for a shard written by an earlier run, by the driver from the
-stored file; the tallies are then combined in shard order, whatever order
-the actors finished in.
+(``ShardTally``) in (shard, index) order by the scoring actor that wrote
+them, which stores the tally in the shard's footer; for a shard written by an
+earlier run the driver reads that footer and the shard's latencies (or, for a
+shard without one, tallies its rows); the tallies are then combined in shard
+order, whatever order the actors finished in.
+
+The driver holds no Python object per sample: a tally per shard, and the
+run's latencies as one array of doubles (8 bytes a sample) for the
+percentiles.
 """
 
 from __future__ import annotations
 
 import io
 import math
+from array import array
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
 from .._version import __version__
-from ..actors.tally import COLUMNS, MAX_LISTED_ERRORS, ShardTally, corpus_metrics, run_metrics
+from ..actors.tally import COLUMNS, MAX_LISTED_ERRORS, TALLY_KEY, ShardTally, corpus_metrics, run_metrics
 from ..core.gcpause import gc_paused
 from ..core.result import MAX_LISTED_FLAKY, Perf, RunResult, SampleError, TokenUsage
 from ..core.summary import Accumulator
@@ -37,20 +43,46 @@ def iter_rows(store: ResultStore, plan: Plan, shards: Iterable[int] | None = Non
         yield table.sort_by("index").select(cols).to_pylist()
 
 
-def _percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    values = sorted(values)
-    k = (len(values) - 1) * q
-    lo, hi = math.floor(k), math.ceil(k)
-    return values[lo] + (values[hi] - values[lo]) * (k - lo)
+def _percentiles(values: Any, qs: tuple[float, ...]) -> list[float | None]:
+    """Linear-interpolation percentiles of ``values`` (a float64 array, sorted here in place), as a sorted
+    list would give them."""
+    if not len(values):
+        return [None for _ in qs]
+    values.sort()
+    out: list[float | None] = []
+    for q in qs:
+        k = (len(values) - 1) * q
+        lo, hi = math.floor(k), math.ceil(k)
+        a, b = float(values[lo]), float(values[hi])
+        out.append(a + (b - a) * (k - lo))
+    return out
 
 
-def tally_stored(store: ResultStore, plan: Plan, shards: list[int], metrics: list[Any]) -> dict[int, ShardTally]:
-    """Tally stored shards (those no actor tallied in this run)."""
+def tally_stored(store: ResultStore, plan: Plan, shards: list[int], metrics: list[Any], *,
+                 from_rows: bool = False) -> dict[int, ShardTally]:
+    """Tally stored shards (those no actor tallied in this run): from the tally in each shard's footer and its
+    ``latency_s`` column, or (a shard without one, or ``from_rows``) from its rows."""
+    import pyarrow.parquet as pq
+
     corpus = corpus_metrics(metrics)
-    out = {}
-    for i, rows in zip(shards, iter_rows(store, plan, shards)):
+    out: dict[int, ShardTally] = {}
+    todo = [] if from_rows else shards
+    local = [store.local_path(plan.layout.shard(i)) for i in todo]
+    # a local file: its footer and latency column alone are read; a remote one whole, the next ones read ahead
+    sources = iter(local) if all(local) else (io.BytesIO(d) for d in store.read_many(plan.layout.shard(i)
+                                                                                     for i in todo))
+    for i, source in zip(todo, sources):
+        f = pq.ParquetFile(source)
+        text = (f.schema_arrow.metadata or {}).get(TALLY_KEY)
+        if text is None:
+            continue
+        col = f.read(columns=["latency_s"]).column(0).drop_null()
+        lat = array("d", col.to_numpy(zero_copy_only=False).tobytes()) if len(col) else array("d")
+        tally = ShardTally.from_json(text, lat)
+        if tally is not None:
+            out[i] = tally
+    rest = [i for i in shards if i not in out]
+    for i, rows in zip(rest, iter_rows(store, plan, rest)):
         out[i] = ShardTally.of_rows(rows, corpus, stored=True)
     return out
 
@@ -58,23 +90,32 @@ def tally_stored(store: ResultStore, plan: Plan, shards: list[int], metrics: lis
 @gc_paused()
 def merge(plan: Plan, store: ResultStore, *, wall_s: float, generated: int, generation_s: float, new_tokens: int,
           model_size: int | None = None, tallies: dict[int, ShardTally] | None = None,
-          reused: Iterable[int] = ()) -> RunResult:
+          reused: Iterable[int] = (), from_rows: bool = False) -> RunResult:
     """The run's RunResult from its shards' tallies: those the scoring actors
-    sent (``tallies``), the rest read from the store. What names the run
-    (fingerprints, model and dataset identity, config) is the plan's
+    sent (``tallies``, emptied as they are merged: each shard's latencies are held once), the rest read from
+    the store (``tally_stored``; ``from_rows``: every one of those tallied from its per-sample rows, not its
+    footer). What names the run (fingerprints, model and dataset identity, config) is the plan's
     (``Plan.identity``), worked out when it was planned. ``reused``: the shards
     whose rows were stored before this invocation (its perf counts them as
     ``stored``; the rest it generated or re-scored)."""
     spec, ident = plan.spec, plan.identity
     metric_objs = run_metrics(spec)
-    tallies = dict(tallies or {})
-    tallies.update(tally_stored(store, plan, [i for i in range(plan.n_shards) if i not in tallies], metric_objs))
+    tallies = {} if tallies is None else tallies
+    tallies.update(tally_stored(store, plan, [i for i in range(plan.n_shards) if i not in tallies], metric_objs,
+                                from_rows=from_rows))
 
+    import numpy as np
+
+    stored = sum(tallies[i].n_rows for i in set(reused) if i in tallies)  # before the tallies are merged away
     acc = Accumulator(metric_objs)
     total = ShardTally()
-    flaky: dict[str, list[str]] = {}  # per score name: every flaky sample, in shard order
+    # every latency in one array, each shard's copied in and dropped as it is merged: held once
+    latencies = np.empty(sum(len(t.latencies) for t in tallies.values()), dtype=np.float64)
+    filled = 0
+    flaky: dict[str, list[str]] = {}  # per score name: the first flaky samples, in shard order
+    flaky_count: dict[str, int] = {}
     for i in range(plan.n_shards):  # in shard order, whoever tallied what
-        t = tallies[i]
+        t = tallies.pop(i)
         for name, st in t.stats.items():
             acc.stats[name] = acc.stats[name].merge(st) if name in acc.stats else st
         for name, vals in t.corpus.items():
@@ -82,7 +123,8 @@ def merge(plan: Plan, store: ResultStore, *, wall_s: float, generated: int, gene
         total.n_rows += t.n_rows
         total.errors.extend(t.errors[: MAX_LISTED_ERRORS - len(total.errors)])
         total.error_count += t.error_count
-        total.latencies.extend(t.latencies)
+        latencies[filled:filled + len(t.latencies)] = np.frombuffer(t.latencies, dtype=np.float64)
+        filled += len(t.latencies)
         total.scopes |= t.scopes
         total.prompt_tokens += t.prompt_tokens
         total.completion_tokens += t.completion_tokens
@@ -91,17 +133,19 @@ def merge(plan: Plan, store: ResultStore, *, wall_s: float, generated: int, gene
             total.cost = (total.cost or 0.0) + t.cost
         total.retries += t.retries
         total.cached += t.cached
-        for name, ids in t.flaky.items():
-            flaky.setdefault(name, []).extend(ids)  # a shard holds all of a sample's repeats: no id twice
+        for name, ids in t.flaky.items():  # a shard holds all of a sample's repeats: no id twice
+            listed = flaky.setdefault(name, [])
+            listed.extend(ids[: MAX_LISTED_FLAKY - len(listed)])
+            flaky_count[name] = flaky_count.get(name, 0) + t.flaky_count.get(name, len(ids))
     summaries = acc.summaries()
     for name, ids in flaky.items():
         if name in summaries:
-            summaries[name].flaky = len(ids)
-            summaries[name].flaky_samples = ids[:MAX_LISTED_FLAKY]
+            summaries[name].flaky = flaky_count[name]
+            summaries[name].flaky_samples = ids
     errors = [SampleError(sample_id=sid, stage=stage, message=msg) for sid, stage, msg in total.errors]
     tokens = TokenUsage(prompt=total.prompt_tokens, completion=total.completion_tokens, source=total.token_source)
-    latencies, scopes = total.latencies, total.scopes
-    stored = sum(tallies[i].n_rows for i in set(reused) if i in tallies)
+    scopes = total.scopes
+    p50, p95, p99 = _percentiles(latencies, (0.50, 0.95, 0.99))
     if spec.model.replays_generations():  # its outputs were read, not generated: scored again
         generated, generation_s, new_tokens = 0, 0.0, 0
 
@@ -114,9 +158,9 @@ def merge(plan: Plan, store: ResultStore, *, wall_s: float, generated: int, gene
         stored=stored,
         throughput_samples_per_s=(generated / wall_s) if generated and wall_s else None,
         tokens_per_s=(new_tokens / wall_s) if new_tokens and wall_s else None,
-        latency_p50_s=_percentile(latencies, 0.50),
-        latency_p95_s=_percentile(latencies, 0.95),
-        latency_p99_s=_percentile(latencies, 0.99),
+        latency_p50_s=p50,
+        latency_p95_s=p95,
+        latency_p99_s=p99,
         latency_scope="request" if scopes == {"request"} else ("batch" if scopes else None),
         model_size_bytes=model_size,
         cost=total.cost,

@@ -17,7 +17,7 @@ from ..adapters.prompt import PromptAdapter
 from ..config.models import RunSpec
 from ..core.gcpause import gc_paused
 from ..core.types import Sample
-from ..data.readers import load_samples, read_records
+from ..data.readers import forget_last_read, load_samples, read_records
 from ..errors import ConfigError, ModelSourceError
 from ..store.base import ResultStore
 from ..store.layout import RunLayout
@@ -70,8 +70,9 @@ class Plan:
     layout: RunLayout
     n_shards: int
     identity: RunIdentity
-    #: pending shard -> its row for the pipeline (``payload`` and ``samples``, packed: ``actors.shard``)
-    shard_payloads: dict[int, dict[str, bytes]] = field(default_factory=dict)
+    #: pending shard -> its row for the pipeline: ``payload`` and ``samples``, packed (``actors.shard``), or,
+    #: planned in Ray tasks, ``ref``, where the object store holds them
+    shard_payloads: dict[int, dict[str, Any]] = field(default_factory=dict)
     done: set[int] = field(default_factory=set)
     cached_generations: set[int] = field(default_factory=set)
     #: true when some shard was pending at planning time (there was work to do)
@@ -86,8 +87,16 @@ class Plan:
         return len(self.plan_readers)
 
     def row(self, shard: int) -> dict[str, Any]:
-        """The pipeline's input row of a pending shard: its payload and samples, and which run it is."""
-        return {"shard": shard, "run": self.layout.run_fp, **self.shard_payloads[shard]}
+        """The pipeline's input row of a pending shard: a reference to its payload and samples in Ray's object
+        store (put there now if the driver built them), and which run it is."""
+        from ..actors.shard import REF
+
+        planned = self.shard_payloads[shard]
+        if REF not in planned:
+            import ray
+
+            planned = {REF: ray.put(planned)}
+        return {"shard": shard, "run": self.layout.run_fp, **planned}
 
     @property
     def pending(self) -> list[int]:
@@ -394,8 +403,11 @@ def build_plans(specs: list[RunSpec], *, in_tasks: bool = False, address: str | 
     keys = [rows_key(s) for s in specs]
     twice = {k for k, c in Counter(keys).items() if c > 1}
     shared: dict[str, Any] = {}
-    return [build_plan(s, open_store(s.store), in_tasks=in_tasks, address=address,
-                       shared=shared if k in twice else None, pins=pins) for s, k in zip(specs, keys)]
+    try:
+        return [build_plan(s, open_store(s.store), in_tasks=in_tasks, address=address,
+                           shared=shared if k in twice else None, pins=pins) for s, k in zip(specs, keys)]
+    finally:
+        forget_last_read()  # planned: the run does not hold its dataset's records
 
 
 #: a JSON Lines or Parquet dataset at least this large is planned in Ray tasks when ``execution.plan_tasks`` is

@@ -28,6 +28,9 @@ def quiet_ray_data() -> None:
     ctx.enable_progress_bars = False
     ctx.print_on_execution_start = False
     ctx.verbose_stats_logs = False
+    # the pipeline's input rows hold object references, which Arrow cannot hold: kept as Python objects, as
+    # Ray Data does by default, said once here rather than warned about on every run
+    ctx.enable_fallback_to_arrow_object_ext_type = True
     logging.getLogger("ray.data").setLevel(logging.WARNING)
     ray_compat.drop_progress_notice()
     # Ray 2.60 takes max_restarts and scheduling_strategy only among its ray_remote_args, which it calls

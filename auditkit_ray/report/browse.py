@@ -7,6 +7,10 @@ run history with filters, one run's summary, a page of its per-sample table
 report, led by the decision the sweep ran with (its ``decision`` rule, when it has one). Every answer is a plain
 JSON-able value with secrets redacted.
 
+A run's per-sample table is paged (``store.paging``): a page reads only the
+files that hold it, and a filter is worked out a file at a time, so opening a
+run of ten million samples costs what opening one of a thousand does.
+
 Runs are addressed by fingerprint only (hex, matched against the stores'
 listings), never by a path from the caller, so nothing outside the stores is
 reachable. Listings are re-read on every call (a running sweep appears and
@@ -33,7 +37,8 @@ from ..core.secrets import MASK, is_secret_key, redact, remember_secret, scrub_t
 from ..errors import ConfigError
 from ..store.base import open_store
 from ..store.layout import run_result
-from ..store.samples import read_samples_table
+from ..store.paging import PagedTable, metric_cells
+from ..store.samples import samples_location, table_store
 from ..store.sweeps import sweep_docs
 from .loader import build_report
 from .render import render
@@ -76,51 +81,62 @@ def safe(obj: Any) -> Any:
 
 
 class _Table:
-    """A run's per-sample table, read once; what the filters need (each row's statuses and values, its
-    searched text) is built on the first request that filters, so an unfiltered page costs the read only."""
+    """A run's per-sample table, paged (``store.paging``): a page reads the files that hold it; a filter is
+    worked out a file at a time into the positions that match, kept for the next pages of the same filter."""
 
-    def __init__(self, rows: Any, metrics: list[str]) -> None:
-        self.rows = rows  # pyarrow Table in sample order
+    def __init__(self, paged: PagedTable, metrics: list[str]) -> None:
+        self.paged = paged
         self.metrics = metrics
         self._lock = threading.Lock()
-        self._scores: tuple[list[dict[str, str]], list[dict[str, float | None]]] | None = None
-        self._search: list[str] | None = None
+        self._matches: OrderedDict[tuple, Any] = OrderedDict()
 
-    def _parsed(self) -> tuple[list[dict[str, str]], list[dict[str, float | None]]]:
+    def matching(self, search: str | None, status: str | None, metric: str | None, lo: float | None,
+                 hi: float | None) -> Any:
+        """Positions (an int64 array, in sample order) of the rows that pass the filters."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        key = (search, status, metric, lo, hi)
         with self._lock:
-            if self._scores is None:
-                names = self.rows.schema.names
-                scores = self.rows.column("scores").to_pylist() if "scores" in names else [None] * self.rows.num_rows
-                statuses, values = [], []
-                for text in scores:
-                    st, va = {}, {}
-                    for one in json.loads(text) if text else []:
-                        st[one.get("name")] = one.get("status")
-                        va[one.get("name")] = one.get("value")
-                    statuses.append(st)
-                    values.append(va)
-                self._scores = (statuses, values)
-            return self._scores
-
-    @property
-    def statuses(self) -> list[dict[str, str]]:
-        return self._parsed()[0]
-
-    @property
-    def values(self) -> list[dict[str, float | None]]:
-        return self._parsed()[1]
-
-    @property
-    def search(self) -> list[str]:
-        """Lower-cased id, prompt and outputs of each row."""
+            if key in self._matches:
+                self._matches.move_to_end(key)
+                return self._matches[key]
+        found = []
+        metrics = ([metric] if metric else self.metrics) if status else ([metric] if metric else [])
+        ranged = metric and (lo is not None or hi is not None)
+        for k in range(len(self.paged.names)):
+            start = int(self.paged.starts()[k])
+            n = int(self.paged.starts()[k + 1]) - start
+            keep = np.ones(n, bool)
+            if search:
+                t = self.paged.read_file(k, ("sample_id", "prompt", "raw_text", "text"))
+                hit = np.zeros(n, bool)
+                needle = search.lower()
+                for name in t.column_names:
+                    col = pc.utf8_lower(pc.cast(t.column(name), pa.string()))
+                    hit |= np.asarray(pc.fill_null(pc.match_substring(col, needle), False))
+                keep &= hit
+            if (status or ranged) and keep.any():
+                cells = metric_cells(self.paged, k, metrics)
+                if status:
+                    keep &= np.logical_or.reduce([np.asarray(pc.fill_null(pc.equal(cells[m][0], status), False))
+                                                  for m in metrics]) if metrics else False
+                if ranged:
+                    v = cells[metric][1]
+                    ok = ~np.isnan(v)
+                    if lo is not None:
+                        ok &= v >= lo
+                    if hi is not None:
+                        ok &= v <= hi
+                    keep &= ok
+            found.append(np.nonzero(keep)[0] + start)
+        idx = np.concatenate(found) if found else np.empty(0, np.int64)
         with self._lock:
-            if self._search is None:
-                names = self.rows.schema.names
-                cols = [self.rows.column(c).to_pylist() for c in ("sample_id", "prompt", "raw_text", "text")
-                        if c in names]
-                self._search = (["\x00".join(str(v or "") for v in vals).lower() for vals in zip(*cols)] if cols
-                                else [""] * self.rows.num_rows)
-            return self._search
+            self._matches[key] = idx
+            while len(self._matches) > 8:
+                self._matches.popitem(last=False)
+        return idx
 
 
 @dataclass
@@ -220,7 +236,12 @@ class ResultsBrowser:
             if cached is not None:
                 self._tables.move_to_end(run.digest)
                 return cached
-        table = _Table(read_samples_table(run.result, COLUMNS), sorted(run.result.metrics))
+        path = samples_location(run.result)
+        store = table_store(run.result, path)
+        paged = PagedTable(path if store is not None else path.removeprefix("file://"), store)
+        if not paged.names:
+            raise ConfigError(f"per-sample table {path} does not exist")
+        table = _Table(paged, sorted(run.result.metrics))
         with self._lock:
             self._tables[run.digest] = table
             while len(self._tables) > TABLE_CACHE:
@@ -327,22 +348,15 @@ class ResultsBrowser:
         t = self._table(run)
         if metric and metric not in t.metrics:
             raise ConfigError(f"metric {metric!r}: this run has {', '.join(t.metrics) or 'no metric'}")
-        idx: Any = range(t.rows.num_rows)
-        if search:
-            needle = search.lower()
-            idx = [i for i in idx if needle in t.search[i]]
-        if status:
-            idx = [i for i in idx if (t.statuses[i].get(metric) == status if metric
-                                      else status in t.statuses[i].values())]
-        if metric and (score_min is not None or score_max is not None):
-            def within(v: Any) -> bool:
-                return isinstance(v, (int, float)) and (score_min is None or v >= score_min) and (
-                    score_max is None or v <= score_max)
-            idx = [i for i in idx if within(t.values[i].get(metric))]
+        total = t.paged.total
+        if search or status or (metric and (score_min is not None or score_max is not None)):
+            idx = t.matching(search, status, metric, score_min, score_max)
+        else:
+            idx = range(total)
         matched = len(idx)
         page = list(idx[offset:offset + limit])
-        rows = t.rows.take(page).to_pylist() if page else []
-        return safe({"fingerprint": run.result.fingerprint, "total": t.rows.num_rows, "matched": matched,
+        rows = t.paged.rows(page, COLUMNS) if page else []
+        return safe({"fingerprint": run.result.fingerprint, "total": total, "matched": matched,
                      "offset": offset, "limit": limit, "metrics": t.metrics, "rows": [_row(x) for x in rows]})
 
     def diff(self, a: str, b: str) -> dict[str, Any]:
@@ -352,8 +366,9 @@ class ResultsBrowser:
         cmp = compare(ra.result, rb.result, n_resamples=RESAMPLES)
         out = cmp.to_dict()
         ta, tb = self._table(ra), self._table(rb)
-        pos_a = _positions(ta)
-        pos_b = _positions(tb)
+        shown = [tuple(k) for mc in cmp.metrics.values() if mc.paired is not None and mc.paired.diff is not None
+                 for keys in (mc.paired.diff.newly_right, mc.paired.diff.newly_wrong) for k in keys[:100]]
+        pos_a, pos_b = ta.paged.positions_of(shown), tb.paged.positions_of(shown)
         changed: dict[str, dict[str, list[dict[str, Any]]]] = {}
         for name, mc in cmp.metrics.items():
             d = mc.paired.diff if mc.paired is not None else None
@@ -365,8 +380,8 @@ class ResultsBrowser:
                 for key in keys[:100]:
                     ia, ib = pos_a.get(tuple(key)), pos_b.get(tuple(key))
                     pairs.append({"sample_id": key[0], "repeat": key[1],
-                                  "baseline": _row(ta.rows.slice(ia, 1).to_pylist()[0]) if ia is not None else None,
-                                  "candidate": _row(tb.rows.slice(ib, 1).to_pylist()[0]) if ib is not None else None})
+                                  "baseline": _row(ta.paged.rows([ia], COLUMNS)[0]) if ia is not None else None,
+                                  "candidate": _row(tb.paged.rows([ib], COLUMNS)[0]) if ib is not None else None})
                 changed[name][kind] = pairs
                 changed[name][kind + "_count"] = len(keys)  # type: ignore[assignment]
         out["samples"] = changed
@@ -424,12 +439,6 @@ class ResultsBrowser:
 
 def _redacted(result: RunResult) -> RunResult:
     return result.model_copy(update={"config": redact(result.config or {})})
-
-
-def _positions(t: _Table) -> dict[tuple[str, int], int]:
-    ids = t.rows.column("sample_id").to_pylist()
-    reps = t.rows.column("repeat").to_pylist() if "repeat" in t.rows.schema.names else [0] * len(ids)
-    return {(s, int(r or 0)): i for i, (s, r) in enumerate(zip(ids, reps))}
 
 
 def _loads(text: Any, default: Any) -> Any:

@@ -36,7 +36,7 @@ from .._version import __version__
 from ..compare import text as tx
 from ..compare.cost import AXES
 from .grid import detect_grid, retention_curves
-from .loader import SampleRow, binary_metric, read_samples
+from .loader import SampleRow, sample_view
 from .svg import ci_chart, display_names, e, line_chart, scatter_chart
 
 MAX_CHARTS = 12
@@ -731,32 +731,6 @@ def _details(row: SampleRow) -> str:
     return f"<details><summary>full sample</summary><dl class=\"kv\">{body}</dl></details>"
 
 
-def _worst(rows: list[SampleRow], metrics: list[str], directions: dict[str, Any],
-           n: int) -> tuple[list[SampleRow], str]:
-    """The worst rows, errors first, then by the metrics in order (each read
-    through its direction). With a binary metric only rows that are wrong on
-    one (or errored) are listed; without one, the n lowest."""
-    def adj(r: SampleRow, m: str) -> float:
-        v = r.value(m)
-        if v is None:
-            return math.inf
-        return v if directions[m].value == "maximize" else -v
-
-    def errored(r: SampleRow) -> bool:
-        return bool(r.error) or any(r.status(m) == "error" for m in metrics)
-
-    binary = [m for m in metrics if binary_metric(rows, m)]
-    if binary:
-        bad = {m: 0.0 if directions[m].value == "maximize" else 1.0 for m in binary}
-        pool = [r for r in rows if errored(r) or any(r.value(m) == bad[m] for m in binary)]
-        what = f"wrong on {', '.join(binary)} or errored"
-    else:
-        pool = [r for r in rows if errored(r) or any(r.status(m) == "scored" for m in metrics)]
-        what = f"lowest on {', '.join(metrics)}"
-    pool.sort(key=lambda r: (0 if errored(r) else 1, tuple(adj(r, m) for m in metrics), r.sample_id, r.repeat))
-    return pool[:n], f"{len(pool)} {what}" if binary else what
-
-
 def _samples(report: Any, max_samples: int) -> list[str]:
     out = ['<section id="samples"><h2>Samples</h2>']
     ref = report.reference
@@ -766,19 +740,18 @@ def _samples(report: Any, max_samples: int) -> list[str]:
     out.append(f'<p><label>Run: <select id="sample-run">{"".join(opts)}</select></label> '
                f'<span class="note">worst {max_samples} samples per run (ranked by {e(", ".join(report.metrics))}, '
                f'errors first), and the samples newly wrong against {e(ref.label)}{which}.</span></p>')
-    ref_rows, ref_why = read_samples(ref)
-    ref_index = {r.key: r for r in ref_rows} if ref_rows else {}
+    ref_view, ref_why = sample_view(ref)
     for run in report.runs:
         directions = {m: s.direction for m in report.metrics if (s := run.result.metrics.get(m)) is not None}
         metrics = [m for m in report.metrics if m in directions]
         out.append(f'<div class="run-samples" data-run="{e(run.label)}"><h3>{e(run.label)}</h3>')
-        rows, why = read_samples(run)
-        if rows is None:
+        view, why = sample_view(run)
+        if view is None:
             out.append(f'<p class="note">no per-sample rows: {e(why)}</p></div>')
             continue
-        worst, what = _worst(rows, metrics, directions, max_samples)
+        worst, what = view.worst(metrics, directions, max_samples)
         out.append(
-            f'<h4>Worst samples <span class="note">({e(what)} of {len(rows)} rows; {len(worst)} shown)</span></h4>')
+            f'<h4>Worst samples <span class="note">({e(what)} of {view.total} rows; {len(worst)} shown)</span></h4>')
         if not worst:
             out.append('<p class="note">none</p>')
         out.append('<div class="scroll"><table class="samples"><thead><tr>'
@@ -790,27 +763,28 @@ def _samples(report: Any, max_samples: int) -> list[str]:
                        f"<td>{_details(r)}</td></tr>")
         out.append("</tbody></table></div>")
         if run is not ref:
-            out += _newly_wrong(report, run, rows, ref, ref_index, ref_why, max_samples)
+            out += _newly_wrong(report, run, view, ref, ref_view, ref_why, max_samples)
         out.append("</div>")
     out.append("</section>")
     return out
 
 
-def _newly_wrong(report: Any, run: Any, rows: list[SampleRow], ref: Any, ref_index: dict, ref_why: str | None,
+def _newly_wrong(report: Any, run: Any, view: Any, ref: Any, ref_view: Any, ref_why: str | None,
                  n: int) -> list[str]:
     cmp = report.comparison(run.label)
     if cmp is None:
         return []
-    index = {r.key: r for r in rows}
     out = []
     found = False
     for m, mc in cmp.metrics.items():
         p = mc.paired
-        if p is None or p.diff is None or not binary_metric(rows, m):
+        if p is None or p.diff is None or not view.binary(m):
             continue
         keys = list(p.diff.newly_wrong)
         if not keys:
             continue
+        shown = [tuple(k) for k in keys[:n]]  # only the rows shown are read
+        index, ref_index = view.rows_for(shown), (ref_view.rows_for(shown) if ref_view is not None else {})
         found = True
         out.append(f"<h4>Newly wrong on {e(m)}: {len(keys)}"
                    f'<span class="note"> (right in the reference {e(ref.label)}, wrong here; '

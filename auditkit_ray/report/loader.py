@@ -194,20 +194,136 @@ def _read_samples(run: LoadedRun) -> tuple[list[SampleRow] | None, str | None]:
     table, reason = try_read_samples_table(run.result, SAMPLE_COLUMNS, required=("sample_id",), base_dir=run.base_dir)
     if table is None:
         return None, reason
-    records = table.to_pylist()
-    rows = []
-    for r in records:
-        scores = _json(r.get("scores"), [])
-        ann = _json(r.get("annotations"), {})
-        rows.append(SampleRow(
-            sample_id=str(r.get("sample_id")), repeat=int(r.get("repeat") or 0), prompt=r.get("prompt"),
-            target=_json(r.get("target"), None), text=r.get("text"), raw_text=r.get("raw_text"),
-            annotations=ann if isinstance(ann, dict) else {"value": ann},
-            scores=({s["name"]: s for s in scores if isinstance(s, dict) and "name" in s}
-                    if isinstance(scores, list) else {}),
-            error=r.get("error"), latency_s=r.get("latency_s"),
-        ))
-    return rows, None
+    return [_sample_row(r) for r in table.to_pylist()], None
+
+
+def _sample_row(r: dict[str, Any]) -> SampleRow:
+    scores = _json(r.get("scores"), [])
+    ann = _json(r.get("annotations"), {})
+    return SampleRow(
+        sample_id=str(r.get("sample_id")), repeat=int(r.get("repeat") or 0), prompt=r.get("prompt"),
+        target=_json(r.get("target"), None), text=r.get("text"), raw_text=r.get("raw_text"),
+        annotations=ann if isinstance(ann, dict) else {"value": ann},
+        scores=({s["name"]: s for s in scores if isinstance(s, dict) and "name" in s}
+                if isinstance(scores, list) else {}),
+        error=r.get("error"), latency_s=r.get("latency_s"),
+    )
+
+
+class SampleView:
+    """A run's per-sample table as the HTML report reads it: a page at a time (``store.paging``). Per metric,
+    what picking the worst samples needs is kept as arrays (its scored value, 8 bytes a row); rows are read
+    only for the samples shown."""
+
+    def __init__(self, paged: Any, metrics: list[str]) -> None:
+        import numpy as np
+        import pyarrow.compute as pc
+
+        from ..store.paging import metric_cells
+
+        self.paged = paged
+        self.total = paged.total
+        self.metrics = metrics
+        self.value: dict[str, Any] = {m: np.full(self.total, np.nan) for m in metrics}  # scored values only
+        self.scored: dict[str, Any] = {m: np.zeros(self.total, bool) for m in metrics}
+        self.failed: dict[str, Any] = {m: np.zeros(self.total, bool) for m in metrics}  # status error
+        self.errored = np.zeros(self.total, bool)  # the generation failed
+        starts = paged.starts()
+        for k in range(len(paged.names)):
+            a, b = int(starts[k]), int(starts[k + 1])
+            err = paged.read_file(k, ["error"])
+            if "error" in err.column_names:  # an error message, not an empty one
+                self.errored[a:b] = np.asarray(pc.fill_null(pc.greater(pc.utf8_length(err.column("error")), 0),
+                                                            False))
+            for m, (status, value) in metric_cells(paged, k, metrics).items():
+                ok = np.asarray(pc.fill_null(pc.equal(status, "scored"), False)) & ~np.isnan(value)
+                self.scored[m][a:b] = ok
+                self.value[m][a:b] = np.where(ok, value, np.nan)
+                self.failed[m][a:b] = np.asarray(pc.fill_null(pc.equal(status, "error"), False))
+
+    def binary(self, metric: str) -> bool:
+        """Every scored value of ``metric`` is 0 or 1 (and at least one is scored)."""
+        import numpy as np
+
+        if metric not in self.value:
+            return False
+        v = self.value[metric][self.scored[metric]]
+        return bool(v.size) and bool(np.isin(v, (0.0, 1.0)).all())
+
+    def rows(self, positions: Any) -> list[SampleRow]:
+        return [_sample_row(r) for r in self.paged.rows(list(positions), SAMPLE_COLUMNS)]
+
+    def rows_for(self, keys: Iterable[tuple[str, int]]) -> dict[tuple[str, int], SampleRow]:
+        where = self.paged.positions_of(keys)
+        keys_at = list(where.items())
+        return {k: r for (k, _), r in zip(keys_at, self.rows([p for _, p in keys_at]))}
+
+    def worst(self, metrics: list[str], directions: dict[str, Any], n: int) -> tuple[list[SampleRow], str]:
+        """The worst rows, errors first, then by the metrics in order (each read through its direction). With a
+        binary metric only rows that are wrong on one (or errored) are listed; without one, the n lowest."""
+        import numpy as np
+        import pyarrow as pa
+
+        errored = self.errored.copy()
+        for m in metrics:
+            errored |= self.failed[m]
+        binary = [m for m in metrics if self.binary(m)]
+        if binary:
+            pool = errored.copy()
+            for m in binary:
+                pool |= self.value[m] == (0.0 if directions[m].value == "maximize" else 1.0)
+            what = f"wrong on {', '.join(binary)} or errored"
+        else:
+            pool = errored.copy()
+            for m in metrics:
+                pool |= self.scored[m]
+            what = f"lowest on {', '.join(metrics)}"
+        idx = np.nonzero(pool)[0]
+        ids, reps = [], []
+        starts = self.paged.starts()
+        for k in np.unique(np.searchsorted(starts, idx, side="right") - 1):
+            t = self.paged.read_file(int(k), ["sample_id", "repeat"])
+            sel = idx[(idx >= starts[k]) & (idx < starts[k + 1])] - starts[k]
+            ids.append(pa.compute.cast(t.column("sample_id"), pa.string()).take(sel))
+            reps.append(t.column("repeat").take(sel).to_numpy(zero_copy_only=False) if "repeat" in t.column_names
+                        else np.zeros(len(sel), np.int64))
+        cols = {"e": (~errored[idx]).astype(np.int8)}
+        for j, m in enumerate(metrics):
+            v = self.value[m][idx]
+            cols[f"m{j}"] = np.where(np.isnan(v), np.inf, v if directions[m].value == "maximize" else -v)
+        cols["s"] = pa.chunked_array(ids, pa.string()) if ids else pa.array([], pa.string())
+        cols["r"] = np.concatenate(reps).astype(np.int64) if reps else np.empty(0, np.int64)
+        table = pa.table(cols)
+        keys = [("e", "ascending")] + [(f"m{j}", "ascending") for j in range(len(metrics))] + [
+            ("s", "ascending"), ("r", "ascending")]
+        top = pa.compute.sort_indices(table, sort_keys=keys).to_numpy()[:n]
+        rows = self.rows(idx[top])
+        return rows, f"{len(idx)} {what}" if binary else what
+
+
+def sample_view(run: LoadedRun) -> tuple[SampleView | None, str | None]:
+    """A run's per-sample table, paged (``SampleView``), or ``(None, reason)``."""
+    if "report_view" not in run.cache:
+        from ..store.paging import PagedTable
+        from ..store.samples import first_line, samples_location, table_store
+
+        try:
+            path = samples_location(run.result, run.base_dir)
+            store = table_store(run.result, path)
+            paged = PagedTable(path if store is not None else path.removeprefix("file://"), store)
+            if not paged.names:
+                raise ConfigError(f"per-sample table {path} does not exist")
+            if "sample_id" not in paged.schema_names():
+                raise ConfigError(f"per-sample table {path} lacks column(s) sample_id")
+            run.cache["report_view"] = (SampleView(paged, sorted(run.result.metrics)), None)
+        except ConfigError as exc:
+            run.cache["report_view"] = (None, str(exc))
+        except ImportError:
+            run.cache["report_view"] = (None, "reading per-sample tables needs pyarrow: pip install "
+                                              "'auditkit-ray[ray]'")
+        except Exception as exc:  # noqa: BLE001 - whatever makes a stored table unreadable becomes the reason
+            run.cache["report_view"] = (None, f"cannot read per-sample table: {first_line(exc)}")
+    return run.cache["report_view"]
 
 
 def binary_metric(rows: list[SampleRow], metric: str) -> bool:

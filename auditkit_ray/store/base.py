@@ -45,6 +45,9 @@ class LocalStore(ResultStore):
         if not os.access(p, os.W_OK | os.X_OK):
             raise ConfigError(f"store.path {self.root}: {p} is not writable")
 
+    def local_path(self, rel: str) -> str | None:
+        return str(self._p(rel))
+
     def write_atomic(self, rel: str, data: bytes) -> bool:
         final = self._p(rel)
         if final.exists():

@@ -67,6 +67,11 @@ class ResultStore(ABC):
                     ahead.append(pool.submit(self.read_bytes, nxt))
                 yield data
 
+    def local_path(self, rel: str) -> str | None:
+        """The file's path on this machine's file system, for a reader that reads only part of it (a Parquet
+        footer, one column); None for a store that is not local."""
+        return None
+
     def walk(self, prefix: str) -> list[tuple[str, int, float]]:
         """Every file under ``prefix``, at any depth: (path relative to the store root, bytes, modification time
         as a POSIX timestamp). What ``auditkit-ray cache`` sizes and ages entries with."""

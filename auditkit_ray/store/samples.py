@@ -80,6 +80,12 @@ def _store_options(result: RunResult) -> tuple[str | None, str | None]:
     return cfg.get("endpoint_url"), cfg.get("region")
 
 
+def table_store(result: RunResult, path: str) -> Any:
+    """The store a remote per-sample table at ``path`` is read through (with the endpoint and region the run was
+    stored with); None for a local one (read from the file system)."""
+    return open_store(path, *_store_options(result)) if _is_remote(path) else None
+
+
 def _read_remote(result: RunResult, uri: str, columns: list[str] | None) -> Any:
     import io
 

@@ -83,6 +83,9 @@ EXPECTED = {
     "validate": ["validate.run_file.cpu", "validate.grid500.cpu", "validate.grid5000.per_run",
                  "validate.ratio.per_run", "validate.grid5000_bad_cell.one_line_naming_the_cell",
                  "goal.per_run_linear"],
+    "scale": ["scale.auditkit.n2000.run", "scale.auditkit.n20000.compare", "scale.auditkit.n20000.leaderboard",
+              "scale.ratio.run.peak_rss", "scale.resume.n20000.generated_again", "scale.resume.n20000.merge.ratio",
+              "goal.run_peak_le_1.5x_smallest", "goal.resume_regenerates_le_one_shard_per_actor"],
 }
 
 

@@ -9,6 +9,9 @@ returns the result.json path. ``metrics`` maps a metric name to a spec:
      "params": {...}, "version": "1", "cls": "module:Class",   # the identity
      "aggregation": "mean" | "corpus", "finalize": callable (corpus: mean from summed stats),
      "stats": {key: [floats]}, "cluster": {key: id}}
+
+``typed=True`` also writes the typed score columns the scoring stage writes (``store.columns``);
+``duplicate=k`` stores the first k rows a second time (with other values).
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ def build_run(
     run_id: str | None = None,
     samples: bool = True,
     shards: int = 1,
+    typed: bool = False,
+    duplicate: int = 0,
 ) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -114,6 +119,19 @@ def build_run(
                 "error": pa.array([None] * n, pa.string()),
                 "scores": pa.array([json.dumps(rows[k]) for k in part], pa.string()),
             })
+            if duplicate and sh == 0:  # the first rows stored again, with other scores: the first copy counts
+                extra = table.slice(0, duplicate)
+                flipped = [json.dumps([{**sc, "value": 1.0 - sc["value"]} if sc.get("value") is not None else sc
+                                       for sc in json.loads(b)]) for b in extra.column("scores").to_pylist()]
+                extra = extra.set_column(extra.schema.get_field_index("scores"), "scores", pa.array(flipped))
+                table = pa.concat_tables([table, extra])
+            if typed:  # the typed score columns the scoring stage writes beside the JSON
+                from auditkit_ray.store.columns import mark_typed, score_columns
+
+                cols = score_columns([json.loads(b) for b in table.column("scores").to_pylist()])
+                for column, values in cols.items():
+                    table = table.append_column(column, values)
+                table = mark_typed(table)
             pq.write_table(table, samples_dir / f"shard-{sh:05d}.parquet")
     result = RunResult(
         run_id=run_id or (name.encode().hex() + "0" * 16)[:16],

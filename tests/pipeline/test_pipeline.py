@@ -335,8 +335,8 @@ def test_merging_the_scoring_actors_tallies_equals_merging_the_stored_shards(mak
     from auditkit_ray.store.base import open_store
 
     read_back, tally_stored = [], merging.tally_stored
-    monkeypatch.setattr(merging, "tally_stored", lambda store, plan, shards, metrics: (
-        read_back.extend(shards), tally_stored(store, plan, shards, metrics))[1])
+    monkeypatch.setattr(merging, "tally_stored", lambda store, plan, shards, metrics, **kw: (
+        read_back.extend(shards), tally_stored(store, plan, shards, metrics, **kw))[1])
 
     spec = make_spec(model={"type": "simulated", "fixed_cost_s": 0.0, "per_token_s": 0.0, "output": "prompt",
                             "fail_ids": ["q003", "q017"]},
@@ -354,8 +354,12 @@ def test_merging_the_scoring_actors_tallies_equals_merging_the_stored_shards(mak
         generation_s=res.perf.generation_s or 0.0,
         new_tokens=round((res.perf.tokens_per_s or 0) * res.perf.wall_s),
     )
-    assert read_back == list(range(7))  # this time all from the store
+    assert read_back == list(range(7))  # this time all from the store (each shard's footer)
     assert again.model_dump(exclude={"created_at"}) == res.model_dump(exclude={"created_at"})
+    rows = merge(plan, plan.store, wall_s=res.perf.wall_s, generated=res.perf.generated,
+                 generation_s=res.perf.generation_s or 0.0,
+                 new_tokens=round((res.perf.tokens_per_s or 0) * res.perf.wall_s), from_rows=True)
+    assert rows.model_dump(exclude={"created_at"}) == res.model_dump(exclude={"created_at"})  # and from every row
 
 
 def test_score_metadata_that_json_writers_treat_differently_is_stored_as_documented(make_spec):

@@ -43,8 +43,14 @@ def jsonl(path: Path, recs: list[dict]) -> Path:
 
 
 def contents(plan) -> dict:
-    return {i: (unpack(row["payload"]), [s.model_dump() for s in unpack(row["samples"])])
-            for i, row in sorted(plan.shard_payloads.items())}
+    """Each pending shard's payload and samples, fetched from the object store where the tasks put them."""
+    import ray
+
+    def row(r):
+        return ray.get(r["ref"]) if "ref" in r else r
+
+    return {i: (unpack(row(r)["payload"]), [s.model_dump() for s in unpack(row(r)["samples"])])
+            for i, r in sorted(plan.shard_payloads.items())}
 
 
 def both(spec) -> tuple:
