@@ -168,6 +168,9 @@ def _naming(path: Any, spec: Any, lines: Any, setting: str | None) -> Iterator[N
         yield
     except AuditKitError as exc:
         text = shorten_tokens(str(exc))
+        if re.match(r"\S+:\d+: ", text):  # it names a line of the file at fault (a dataset's): that says it all
+            exc.args = (text,)
+            raise exc.with_traceback(None) from None
         named = re.match(r"([a-z_]+(?:\.[a-z_]+)+)[ :]", text)  # the error names its own setting: that one's line
         if named and named.group(1).split(".")[0] in RunSpec.model_fields:
             setting = named.group(1)

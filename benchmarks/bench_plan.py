@@ -44,13 +44,23 @@ from _common import (
 from bench_scoring_overhead import METRICS, SAMPLES, rag_records, spec  # noqa: E402
 
 
+def planned(plan: Any, shard: int) -> dict[str, Any]:
+    """A shard's planned row, fetched from Ray's object store where the plan's parts put it."""
+    from auditkit_ray.actors.shard import REF
+
+    row = plan.shard_payloads[shard]
+    return __import__("ray").get(row[REF]) if REF in row else row
+
+
 def rows_mib(plans: list[Any]) -> float:
-    """What the plans' rows hold on the driver: each distinct bytes object once."""
+    """What the plans' rows hold on the driver: each distinct bytes object once (a row the plan's parts put in
+    Ray's object store is a reference here and holds nothing on the driver)."""
     seen: dict[int, int] = {}
     for p in plans:
         for row in p.shard_payloads.values():
             for b in row.values():
-                seen[id(b)] = len(b)
+                if isinstance(b, bytes | bytearray | memoryview):
+                    seen[id(b)] = len(b)
     return sum(seen.values()) / 2**20
 
 
@@ -90,8 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         with timed() as t_tasks:
             tasks = build_plan(tasks_spec, open_store(tasks_spec.store), in_tasks=True)
         same = sorted(alone.shard_payloads) == sorted(tasks.shard_payloads) and all(
-            unpack(alone.shard_payloads[i]["payload"]) == unpack(tasks.shard_payloads[i]["payload"])
-            for i in alone.shard_payloads
+            unpack(planned(alone, i)["payload"]) == unpack(planned(tasks, i)["payload"]) for i in alone.shard_payloads
         )
         if not same or tasks.planned_in_tasks < 2:
             raise SystemExit(f"the plan in parts ({tasks.planned_in_tasks} parts) differs from the driver's")

@@ -35,10 +35,14 @@ MAX_ATTEMPTS = 10
 class ToGenerationActors:
     """Runs in a threaded Ray Data actor (one call per shard in flight); imports nothing heavy."""
 
-    def __init__(self, actors: list[Any], runs: Runs, driver: DriverContext | None = None) -> None:
+    def __init__(self, actors: list[Any], runs: Runs, driver: DriverContext | None = None,
+                 per_actor: int | None = None) -> None:
         import ray
 
         self.actors = list(actors)
+        #: shards in flight an actor that is up takes while another is still starting: the rest wait for the
+        #: latecomer rather than queue on the first one up (None: no limit)
+        self.per_actor = per_actor
         self.runs = ray.put(runs)  # once: each call passes the reference, resolved in the generation actor
         self.driver = ray.put(driver)
         self.busy = [0] * len(self.actors)
@@ -75,17 +79,18 @@ class ToGenerationActors:
         while True:
             with self.lock:
                 up = self._up()
-                if up:
-                    i = min(up, key=self.busy.__getitem__)
-                    self.busy[i] += 1
-                    return i
                 pending = [p for p in self.down.values() if p is not None and not isinstance(p, float)]
                 restarting = any(isinstance(p, float) for p in self.down.values())
-            if not (pending or restarting) or time.monotonic() > deadline:
+                room = [i for i in up if self.per_actor is None or self.busy[i] < self.per_actor]
+                if room or (up and not pending):
+                    i = min(room or up, key=self.busy.__getitem__)
+                    self.busy[i] += 1
+                    return i
+            if not up and (not (pending or restarting) or time.monotonic() > deadline):
                 what = f"{type(last).__name__}: {(str(last).splitlines() or [''])[0]}" if last else "none is up"
                 raise InfrastructureError(f"pipeline failed: the generation actors were lost: {what}")
-            if pending:
-                ray.wait(pending, num_returns=1, timeout=1.0)
+            if pending:  # an actor starting; with others up and full, a shard of theirs may finish first
+                ray.wait(pending, num_returns=1, timeout=0.2 if up else 1.0)
             else:
                 time.sleep(REPROBE_S / 5)
 

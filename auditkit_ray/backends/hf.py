@@ -167,7 +167,9 @@ class HFBackend(Backend):
                 str(path), **{_dtype_kwarg(transformers): dtype}, **common, **extra
             )
         except (OSError, ValueError) as exc:
-            raise RunError(f"hf backend: cannot load model from {str(spec.path)!r}: {exc}") from exc
+            # transformers' reasons run over several lines: the first says what is wrong (the rest is in the log)
+            why = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+            raise RunError(f"hf backend: cannot load model from {str(spec.path)!r}: {why}") from exc
 
         tokenizer.padding_side = "left"
         if tokenizer.pad_token is None:

@@ -192,18 +192,21 @@ class Registry:
         were evicted. Leased residents are never taken."""
         import ray
 
-        n = 0
-        deadline = time.monotonic() + timeout_s
-        while ray.available_resources().get("GPU", 0.0) + 1e-9 < gpus:
+        n, freed = 0, 0.0
+        free = ray.available_resources().get("GPU", 0.0)
+        # Ray gives a killed actor's GPUs back a moment later: count what each eviction frees rather than
+        # asking Ray again, or every idle resident would go before the first one's GPUs show up
+        while free + freed + 1e-9 < gpus:
             with self.lock:
                 idle = sorted(((e["last_used"], name) for name, e in self.entries.items()
                                if e["lease"] is None and e["gpus"] > 0))
-                if idle:
-                    self._kill(idle[0][1], "its GPUs were needed")
-                    n += 1
-                    continue
-            if not n or time.monotonic() > deadline:
-                break
+                if not idle:
+                    break
+                freed += self.entries[idle[0][1]]["gpus"]
+                self._kill(idle[0][1], "its GPUs were needed")
+                n += 1
+        deadline = time.monotonic() + timeout_s
+        while n and ray.available_resources().get("GPU", 0.0) + 1e-9 < gpus and time.monotonic() < deadline:
             time.sleep(0.1)  # killed: their GPUs come back when Ray has seen them go
         return n
 

@@ -50,6 +50,8 @@ def describe(address: str | None = None, base: Any = None) -> dict[str, Any] | N
                     "num_gpus": res.get("GPU")})
     reg = residents.status(ray)
     out["residents"] = reg["residents"] if reg else []
+    #: whether a registry is up (its budget and timeout are the ones it started with; else this command's)
+    out["resident_registry"] = reg is not None
     out["resident_idle_timeout_s"] = reg["idle_timeout_s"] if reg else residents.idle_timeout_s()
     out["resident_memory_budget_bytes"] = reg["memory_budget_bytes"] if reg else residents.memory_budget()[0]
     return out

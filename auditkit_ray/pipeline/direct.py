@@ -51,7 +51,7 @@ def outcomes(plans: list[Plan], pending: list[tuple[Plan, int]], runs: dict, gen
     from ..actors.shard import read_outcome, row_batch
 
     scorer = ScoreStage(runs, pool="checks", final=True, first=True, generation=generation)
-    forward = ToGenerationActors(pool.actors, runs, driver) if pool is not None else None
+    forward = ToGenerationActors(pool.actors, runs, driver, per_actor=2 * pool.k) if pool is not None else None
     width = len(pool.actors) * 2 * pool.k if pool is not None else 1
     todo: queue.Queue = queue.Queue()
     for p, i in pending:

@@ -125,7 +125,10 @@ class ShardProgress:
         if not self.enabled:
             return
         now = time.monotonic()
-        if self.tty or now - self.last > self.every_s or self.rate.done >= self.rate.total:
+        last = self.rate.done >= self.rate.total
+        if not self.tty and not last and not self.rate.samples:
+            return  # off a terminal the first line waits for a generated shard: it can give the rate and an ETA
+        if self.tty or now - self.last > self.every_s or last:
             self.log.info("[%s] shards %d/%d: %s", self.name, self.rate.done, self.rate.total, self.rate.figures())
             self.last = now
 

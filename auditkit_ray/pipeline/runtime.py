@@ -60,7 +60,10 @@ def unwrap_error(exc: BaseException) -> BaseException:
             continue
         seen.add(id(e))
         if isinstance(e, AuditKitError):
-            return e
+            cause = getattr(e, "cause", None)
+            if not isinstance(cause, AuditKitError):
+                return e
+            # Ray's error for an actor call that raised ours is of both classes, and reads as its traceback
         for nxt in (getattr(e, "cause", None), e.__cause__, e.__context__):
             if isinstance(nxt, BaseException):
                 todo.append(nxt)

@@ -173,7 +173,9 @@ def test_an_error_in_one_cell_of_a_large_grid_names_that_cell(project, sweep_tex
     path = _write(project, "grid-cell.yaml", text)
     one = _refused(project, path)
     assert f"{path} (run 50: starter/field=target/seed=0/temperature=-1):" in one, one
-    assert f":{_line_of(text, 'generation.temperature:')}: base.generation.temperature: Input should be greater" in one
+    # the grid's value at fault, at its line and index in the grid's list
+    assert (f":{_line_of(text, 'generation.temperature:')}: grid.generation.temperature[50]: "
+            "Input should be greater") in one, one
     # the same grid without the bad value: 4,000 runs, each with its fingerprint
     good = _write(project, "grid-good.yaml", text.replace(", -1]", "]"))
     r = console("validate", good, "--no-data", cwd=project, timeout=120)

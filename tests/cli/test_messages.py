@@ -65,10 +65,16 @@ def test_a_nested_unknown_key_gets_a_did_you_mean_as_a_top_level_one_does(tmp_pa
     (tmp_path / "run.yaml").write_text(
         "name: m\nmodel: {type: echo}\ndataset: {path: d.jsonl, input_fild: x}\n"
         "annotators:\n  - {type: regex, name: n, pattern: 'x', selct: last}\nmetrics: [exact_match]\n")
-    r = console("validate", "run.yaml", cwd=tmp_path)
+    (tmp_path / "nested.yaml").write_text(
+        "name: m\nmodel: {type: echo}\ndataset: {path: d.jsonl}\n"
+        "annotators:\n  - {type: regex, name: n, pattern: 'x', selct: last}\nmetrics: [exact_match]\n")
+    r = console("validate", "nested.yaml", cwd=tmp_path)
     assert r.returncode == 2, r.stderr
-    assert "run.yaml:5: annotators[0].selct: unknown field (did you mean 'select'?)" in r.stderr, r.stderr
-    assert "run.yaml:3: dataset.input_fild: unknown field (did you mean 'input_field'" in r.stderr, r.stderr
+    assert "nested.yaml:5: annotators[0].selct: unknown field (did you mean 'select'?)" in r.stderr, r.stderr
+    # both in one file: one line (the schema fuzzer's rule), the first in full, the other named
+    line = _one_error(console("validate", "run.yaml", cwd=tmp_path))
+    assert "run.yaml:3: dataset.input_fild: unknown field (did you mean 'input_field'" in line, line
+    assert "annotators[0].selct" in line, line
 
 
 def test_set_with_a_list_index_sets_that_item_and_an_index_out_of_range_says_so(tmp_path):

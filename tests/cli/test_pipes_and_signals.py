@@ -158,7 +158,9 @@ def test_a_failed_run_shows_only_our_message_and_names_the_log_holding_rays_line
     (tmp_path / "run.yaml").write_text(yaml.safe_dump({
         "name": "nw", "model": {"type": "hf", "path": str(model), "device": "cpu"},
         "dataset": {"path": str(data), "input_field": "q", "target_field": "a"}, "metrics": ["exact_match"],
-        "store": {"path": str(tmp_path / "store")}, "tracking": {"index": False}}))
+        "store": {"path": str(tmp_path / "store")}, "tracking": {"index": False},
+        # through Ray Data, whose failed actors print their own ERROR lines (a direct pipeline prints none)
+        "execution": {"direct": False}}))
     r = subprocess.run([EXE, "run", "run.yaml", "--quiet"], cwd=tmp_path, capture_output=True, text=True,
                        timeout=300)
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]

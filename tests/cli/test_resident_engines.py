@@ -308,7 +308,7 @@ def test_a_killed_resident_actor_mid_run_ends_with_the_uninterrupted_result(warm
 
 
 def test_residents_beyond_the_memory_budget_are_evicted_least_recently_used_first(warm_env, tmp_path, data_file):
-    env = {**warm_env, "AUDITKIT_RAY_RESIDENT_MEMORY": "200M"}  # room for one small resident, not two
+    env = dict(warm_env)
 
     def run(name: str) -> None:
         cfg = tmp_path / f"{name}.json"
@@ -319,9 +319,18 @@ def test_residents_beyond_the_memory_budget_are_evicted_least_recently_used_firs
         r = console("run", cfg, "--quiet", env=env, timeout=240)
         assert r.returncode == 0, r.stderr
 
+    # what one small resident holds on this host, to set a budget with room for one, not two: the registry
+    # takes its budget from the command that starts it, so the probe's registry must go first
+    run("constant")
+    rss = _status(warm_env)["residents"][0]["rss_bytes"]
+    assert console("evict", "--all", env=warm_env, timeout=120).returncode == 0
+    deadline = time.monotonic() + 90  # an empty registry stops itself after residents.EMPTY_LINGER_S
+    while _status(warm_env)["resident_registry"] and time.monotonic() < deadline:
+        time.sleep(2)
+    env["AUDITKIT_RAY_RESIDENT_MEMORY"] = str(int(rss * 1.5))
     run("target")
     first = _status(warm_env)["residents"]
-    assert len(first) == 1 and first[0]["rss_bytes"] < 200e6 < 2 * first[0]["rss_bytes"], first
+    assert len(first) == 1 and first[0]["rss_bytes"] < rss * 1.5 < 2 * first[0]["rss_bytes"], (first, rss)
     run("prompt")
     deadline = time.monotonic() + 60  # the registry reads its residents' memory every 10 s
     left = _status(warm_env)["residents"]

@@ -293,7 +293,9 @@ def test_scoring_actor_killed_mid_run_completes_with_no_sample_lost_or_counted_t
     make_spec, tmp_path, rows, numbers
 ):
     slow = {"type": "simulated", "fixed_cost_s": 0.3, "per_token_s": 0.0, "output": "prompt"}
-    spec = make_spec("killscore", model=slow, execution={"shard_size": 2})
+    # Ray Data's scoring actors (execution.direct: false): a run this small would otherwise be scored in the
+    # driver, which is this test process
+    spec = make_spec("killscore", model=slow, execution={"shard_size": 2, "direct": False})
     killed = {}
 
     def killer():
@@ -320,7 +322,7 @@ def test_scoring_actor_killed_mid_run_completes_with_no_sample_lost_or_counted_t
     res = evaluate(spec)
     t.join()
     assert killed, "the scoring actor was never killed"
-    ref = evaluate(make_spec("killscore-ref", model=slow, execution={"shard_size": 2}))
+    ref = evaluate(make_spec("killscore-ref", model=slow, execution={"shard_size": 2, "direct": False}))
     assert rows(res) == rows(ref) and numbers(res) == numbers(ref)
     scorers = {json.loads(w)["scored_by"] for w in samples_table(res).column("worker").to_pylist()}
     assert killed["pid"] in scorers and len(scorers) >= 2, "a restarted scoring actor finished the run"
