@@ -60,8 +60,9 @@ def _spec(model: str, data: str, n: int, store: str, backend: str = "hf") -> dic
             "store": {"path": store}, "tracking": {"index": False}}
 
 
-def _first_generate_epoch(stdout: str) -> float | None:
-    """When the actor started its first generate call: each shard's outputs' time less its sub-batches' walls."""
+def _first_generate_epoch(stdout: str, concurrent: bool = False) -> float | None:
+    """When the actor started its first generate call: each shard's outputs' time less its sub-batches' walls
+    (``concurrent``: vLLM's requests of a shard run at once, each with its own latency: less the longest)."""
     from auditkit_ray.api import samples_table
     from auditkit_ray.core.result import RunResult
 
@@ -69,7 +70,8 @@ def _first_generate_epoch(stdout: str) -> float | None:
     shards: dict[float, set[float]] = {}
     for r in samples_table(res).select(["worker", "latency_s"]).to_pylist():
         shards.setdefault(json.loads(r["worker"])["generated_at"], set()).add(r["latency_s"] or 0.0)
-    return min(done - sum(walls) for done, walls in shards.items()) if shards else None
+    span = max if concurrent else sum
+    return min(done - span(walls) for done, walls in shards.items()) if shards else None
 
 
 def _tree_cpu(pid_cpu_before: float) -> float:
@@ -104,7 +106,7 @@ def run_cli(system: str, a: Any, n: int, home: Path, work: Path) -> dict[str, An
     if proc.returncode != 0:
         raise SystemExit(f"{system} failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
     out = json.loads(proc.stdout)
-    first = _first_generate_epoch(proc.stdout)
+    first = _first_generate_epoch(proc.stdout, concurrent=a.backend == "vllm")
     # CPU of the processes this script waited for: a warm cluster's are not among them (see RESULTS.md)
     return {"wall_s": wall, "first_token_s": None if first is None else first - e0, "cpu_s": _tree_cpu(cpu0),
             "exact_match": out["metrics"]["exact_match"]["mean"]}
