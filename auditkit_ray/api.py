@@ -168,9 +168,6 @@ def _naming(path: Any, spec: Any, lines: Any, setting: str | None) -> Iterator[N
         yield
     except AuditKitError as exc:
         text = shorten_tokens(str(exc))
-        if re.match(r"\S+:\d+: ", text):  # it names a line of the file at fault (a dataset's): that says it all
-            exc.args = (text,)
-            raise exc.with_traceback(None) from None
         named = re.match(r"([a-z_]+(?:\.[a-z_]+)+)[ :]", text)  # the error names its own setting: that one's line
         if named and named.group(1).split(".")[0] in RunSpec.model_fields:
             setting = named.group(1)
@@ -178,6 +175,34 @@ def _naming(path: Any, spec: Any, lines: Any, setting: str | None) -> Iterator[N
         about = f"{setting}: " if setting and setting not in text else ""
         exc.args = (f"{path}{f':{line}' if line else ''}: {about}{text}",)
         raise exc.with_traceback(None) from None
+
+
+@contextmanager
+def naming_file(path: Any, spec: Any) -> Iterator[None]:
+    """For a command that runs a file (``run``, ``generate``): a dataset's error names the configuration file and
+    its ``dataset.path`` line first, as ``validate`` says it."""
+    from .errors import DataError
+
+    try:
+        yield
+    except DataError as exc:
+        if not isinstance(path, (str, os.PathLike)) or str(exc).startswith(f"{path}:"):
+            raise
+        from .config.loader import read_document
+
+        try:
+            lines = read_document(path)[1]
+        except AuditKitError:
+            lines = None
+        with _naming(path, spec, lines, "dataset.path"):
+            raise exc.with_traceback(None) from None
+
+
+def stopped_by_down() -> bool:
+    """Whether ``auditkit-ray down`` is stopping the warm cluster this process uses (and interrupting it)."""
+    from .pipeline.runtime import stopped_by_down as stopped
+
+    return stopped()
 
 
 def _check_models(runs: list[Any], *, sweep: bool) -> None:

@@ -63,8 +63,10 @@ def stop_once(system: str, sig: signal.Signals, work: Path, env: dict[str, str])
     store = work / "store"
     shutil.rmtree(store, ignore_errors=True)
     cfg = config(work, store, sweep=command == "sweep")
+    # SIGINT taken as a terminal's Ctrl-C is, whatever this benchmark inherited (a script's `&` ignores it)
     p = subprocess.Popen([CLI, command, str(cfg), "--quiet"], cwd=work, env=env, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 300
     while p.poll() is None and not any(store.glob("**/shard-*.parquet")) and time.monotonic() < deadline:
         time.sleep(0.02)

@@ -23,6 +23,12 @@ os.environ["AUDITKIT_RAY_DB"] = os.path.join(_DB_DIR, "experiments.sqlite")
 # the command line's warm local cluster outlives a command by design; the tests that are about it turn it on
 # (tests/cli/test_warm_cluster.py), every other test gets the private cluster per command it always had
 os.environ["AUDITKIT_RAY_WARM"] = "0"
+# a suite started as a script's background job (`make test &`) inherits SIGINT ignored, and so would every
+# command a test starts: the signal tests send SIGINT and expect it to be taken (the handler goes on exec)
+import signal  # noqa: E402
+
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # property tests draw the same examples on every run: CI's verdict does not depend on the draw
 # (hypothesis is a dev extra; the tests that use it import it themselves)

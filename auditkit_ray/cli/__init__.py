@@ -132,10 +132,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
+def _on_sigint_ignored(signum: int, frame: Any) -> None:
+    # SIGINT was ignored when this command started (a background job of a script): it stays ignored, except
+    # from `auditkit-ray down`, which interrupts the commands using the cluster it stops
+    if api.stopped_by_down():
+        raise KeyboardInterrupt()
+
+
 def _main(argv: Sequence[str] | None, streams: list[Any]) -> int:
     parser = build_parser()
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else signal.getsignal(signal.SIGTERM)
+    ignored = main_thread and signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, _on_sigint_ignored)
     try:
         args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
         if not args.command:
@@ -171,6 +181,8 @@ def _main(argv: Sequence[str] | None, streams: list[Any]) -> int:
     finally:
         if main_thread and previous is not None:
             signal.signal(signal.SIGTERM, previous)
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _quiet_stdout() -> None:

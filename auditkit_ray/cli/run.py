@@ -14,7 +14,8 @@ from .output import emit, print_run
 def cmd_run(args: argparse.Namespace) -> int:
     """``auditkit-ray run FILE``: evaluate one run and print its summary (or its JSON)."""
     spec = api.as_run_spec(args.file, overrides=args.set, limit=args.limit)
-    result = api.evaluate(spec, address=args.address, progress=not args.quiet, store=args.store)
+    with api.naming_file(args.file, spec):
+        result = api.evaluate(spec, address=args.address, progress=not args.quiet, store=args.store)
     if args.json:
         emit(result.to_json())
     elif not args.quiet:
@@ -25,7 +26,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_generate(args: argparse.Namespace) -> int:
     """``auditkit-ray generate FILE``: store a run's outputs without scoring them."""
     spec = api.as_run_spec(args.file, overrides=args.set, limit=args.limit)
-    result = api.generate(spec, address=args.address, progress=not args.quiet, store=args.store)
+    with api.naming_file(args.file, spec):
+        result = api.generate(spec, address=args.address, progress=not args.quiet, store=args.store)
     path = result.samples_path
     run_dir = path.rsplit("/", 1)[0] if path.startswith("s3://") else Path(path).parent
     print(f"stored {result.perf.samples} outputs of '{result.name}' "

@@ -11,6 +11,9 @@ What it uses, and why:
   raylet's process type, and whether Ray's usage statistics are on;
 - ``ray.data._internal.execution.execution_callback.ExecutionCallback``:
   a failed pipeline kills its actors at once (``kill_actors_on_failure``);
+- ``ray._private.state.actors``: whether a resident engine's new neighbour
+  is still waiting for a place (``actor_state``; the public state API goes
+  through the dashboard, which a warm cluster does not start);
 - the names of two of Ray's loggers, whose notices about Ray's own defaults
   are dropped (``dropped``, ``drop_progress_notice``).
 
@@ -90,6 +93,17 @@ def _private(what: str, get: Callable[[], T]) -> T:
     except (ImportError, AttributeError) as exc:
         raise RayCompatError(f"Ray {ray_version()} has no {what} ({type(exc).__name__}: {exc}); auditkit-ray's Ray "
                              f"adapter (cluster/compat.py) was written for Ray {_range()}") from None
+
+
+def actor_state(handle: Any) -> str | None:
+    """Ray's state of an actor (``PENDING_CREATION``, ``ALIVE``, ``RESTARTING``, ``DEAD``...) from the GCS's actor
+    table; None where the installed Ray is not one this module was written for, or the actor is unknown."""
+    if not written_for():
+        return None
+    actors = _attr("ray._private.state", "actors")
+    actor_id = _private("ActorHandle._actor_id", lambda: handle._actor_id.hex())
+    info = actors(actor_id=actor_id)
+    return info.get("State") if isinstance(info, dict) else None
 
 
 # --------------------------------------------------------------------------- Ray's notices about its own defaults

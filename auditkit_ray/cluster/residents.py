@@ -41,6 +41,8 @@ LEASE_TTL_S = 45.0
 TICK_S = 1.0
 #: how often it asks each resident for its memory
 MEMORY_EVERY_S = 10.0
+#: a command's new actor still waiting for a place after this long, while idle residents hold GPUs, takes theirs
+PENDING_GRACE_S = 2.0
 #: how long the registry stays with no resident before it stops itself
 EMPTY_LINGER_S = 20.0
 DEFAULT_MEMORY_SHARE = 0.5
@@ -102,6 +104,7 @@ class Registry:
         self.started = time.time()
         self.empty_since: float | None = time.monotonic()
         self._stop = False
+        self._room_after = 0.0  # when an eviction for a waiting actor was last made, plus PENDING_GRACE_S
         threading.Thread(target=self._loop, name="auditkit-residents", daemon=True).start()
 
     # ---------------------------------------------------------------- leases
@@ -187,13 +190,14 @@ class Registry:
                     out.append({**self._public(name, e), "state": "evicted when its run is done"})
         return out
 
-    def make_room(self, gpus: float, timeout_s: float = 30.0) -> int:
-        """Evict idle residents (least recently used first) until ``gpus`` GPUs are free; returns how many
-        were evicted. Leased residents are never taken."""
+    def make_room(self, gpus: float, timeout_s: float = 30.0, count_free: bool = True) -> int:
+        """Evict idle residents (least recently used first) until ``gpus`` GPUs are free (``count_free``
+        false: until they have freed ``gpus``, whatever Ray shows free); returns how many were evicted. Leased
+        residents are never taken."""
         import ray
 
         n, freed = 0, 0.0
-        free = ray.available_resources().get("GPU", 0.0)
+        free = ray.available_resources().get("GPU", 0.0) if count_free else 0.0
         # Ray gives a killed actor's GPUs back a moment later: count what each eviction frees rather than
         # asking Ray again, or every idle resident would go before the first one's GPUs show up
         while free + freed + 1e-9 < gpus:
@@ -209,6 +213,39 @@ class Registry:
         while n and ray.available_resources().get("GPU", 0.0) + 1e-9 < gpus and time.monotonic() < deadline:
             time.sleep(0.1)  # killed: their GPUs come back when Ray has seen them go
         return n
+
+    def _unblock(self) -> None:
+        """Idle residents give their GPUs to a command's new actor that Ray cannot place.
+
+        ``make_room`` runs when a command starts its actors, but what it sees may be about to change: another
+        command's actors still leased a moment before their release, or just started and not yet registered, or
+        two commands counting the same freed GPUs (sweep cells start together). So the registry also looks:
+        a leased actor of its own still waiting for a place after ``PENDING_GRACE_S`` gets the GPUs of idle
+        residents, least recently used first, as many as the waiting actors need."""
+        from .compat import actor_state
+
+        mono = time.monotonic()
+        if mono < self._room_after:
+            return
+        with self.lock:
+            waiting = [(name, e) for name, e in self.entries.items()
+                       if e["lease"] is not None and e["gpus"] > 0 and not e.get("placed")]
+        need = 0.0
+        for name, e in waiting:
+            state = actor_state(e["handle"])
+            if state is None:
+                return  # a Ray this registry cannot ask: make_room alone decides
+            if state != "PENDING_CREATION":
+                e["placed"] = state == "ALIVE" or e.get("placed", False)
+                e.pop("waiting_since", None)
+                continue
+            since = e.setdefault("waiting_since", mono)
+            if mono - since >= PENDING_GRACE_S:
+                need += e["gpus"]
+        # what Ray shows free did not fit them (another node's, or promised to another command): not counted
+        if need and self.make_room(need, timeout_s=0.0, count_free=False):
+            log.info("idle residents evicted for %g GPUs that a command's new actors waited for", need)
+            self._room_after = mono + PENDING_GRACE_S
 
     def _kill(self, name: str, why: str) -> dict[str, Any]:
         import ray
@@ -266,6 +303,10 @@ class Registry:
                 for name, e in list(self.entries.items()):
                     if e["lease"] is None and now - e["last_used"] >= self.idle_s:
                         self._kill(name, f"idle for {self.idle_s:g}s")
+            try:
+                self._unblock()
+            except Exception as exc:  # noqa: BLE001 - the registry's loop outlives any one look at Ray
+                log.debug("looking for actors waiting for GPUs failed: %s", exc)
             if mono - last_memory >= MEMORY_EVERY_S:
                 last_memory = mono
                 self._measure(ray)

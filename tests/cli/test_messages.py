@@ -43,19 +43,22 @@ def test_a_missing_input_field_names_the_file_and_line_of_the_sample(bad):
     f = _run_file(bad, "plain.json")
     for command in ("validate", "run"):
         line = _one_error(console(command, f, cwd=bad.parent, timeout=120))
-        assert line.startswith("error: bad/missing.jsonl:11: sample 'wp-0011': no input field 'question'"), line
+        # the configuration file first (its dataset.path line), then the dataset's file and line
+        assert line.startswith(f"error: {f}:1: "), line
+        assert "bad/missing.jsonl:11: sample 'wp-0011': no input field 'question'" in line, line
         assert "(its fields: answer, id)" in line, line
     templated = _run_file(bad, "templated.json", prompt={"template": "Q: {{ question }}"})
     line = _one_error(console("validate", templated, cwd=bad.parent))
-    assert line.startswith("error: bad/missing.jsonl:11: sample 'wp-0011': the prompt template needs field "
-                           "'question'"), line
+    assert line.startswith(f"error: {templated}:1: "), line
+    assert "bad/missing.jsonl:11: sample 'wp-0011': the prompt template needs field 'question'" in line, line
 
 
 def test_a_template_field_no_sample_has_gets_a_did_you_mean_and_the_dataset_s_own_fields(bad):
     f = _run_file(bad, "typo.json", prompt={"template": "{{ questoin }} Answer:"})
     line = _one_error(console("validate", f, cwd=bad.parent))
-    assert line.startswith("error: bad/missing.jsonl:1: sample 'wp-0001': the prompt template needs field "
-                           "'questoin' (did you mean 'question'?)"), line
+    assert line.startswith(f"error: {f}:1: "), line
+    assert ("bad/missing.jsonl:1: sample 'wp-0001': the prompt template needs field 'questoin' (did you mean "
+            "'question'?)") in line, line
     fields = re.search(r"its fields: ([^)]*)\)", line).group(1).split(", ")
     assert fields == ["answer", "id", "question"], line  # the dataset's own, not the loader's input and target
 

@@ -259,18 +259,27 @@ def _shards(store: Path) -> int:
     return sum(1 for _ in store.glob("runs/*/s1/shard-*.parquet"))
 
 
-def _background(cfg: Path, env: dict) -> subprocess.Popen:
+def _background(cfg: Path, env: dict, ignore_sigint: bool = False) -> subprocess.Popen:
+    """``run CFG --json`` in the background; ``ignore_sigint``: started as a script's ``cmd &`` starts it, with
+    SIGINT ignored (a non-interactive shell does that to its background jobs)."""
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignore_sigint else None
     return subprocess.Popen([EXE, "run", str(cfg), "--json"], env={**os.environ, **env}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=ignore)
 
 
-def test_down_during_a_run_stops_it_as_an_interruption_and_running_it_again_resumes(warm_env, slow_run, tmp_path):
-    proc = _background(slow_run, warm_env)
+@pytest.mark.parametrize("ignore_sigint", [False, True], ids=["foreground", "background-job-of-a-script"])
+def test_down_during_a_run_stops_it_as_an_interruption_and_running_it_again_resumes(warm_env, slow_run, tmp_path,
+                                                                                   ignore_sigint):
+    proc = _background(slow_run, warm_env, ignore_sigint)
     store = tmp_path / "slow-store"
     deadline = time.monotonic() + 240
     while _shards(store) < 3 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.2)
     assert _shards(store) >= 3, proc.communicate(timeout=30)
+    if ignore_sigint:  # a Ctrl-C meant for the script's shell is still ignored; only down's own stops it
+        proc.send_signal(signal.SIGINT)
+        time.sleep(1.0)
+        assert proc.poll() is None, proc.communicate(timeout=30)
     down = console("down", env=warm_env, timeout=120)
     assert down.returncode == 0, down.stderr
     _, err = proc.communicate(timeout=120)

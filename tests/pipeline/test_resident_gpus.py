@@ -32,3 +32,53 @@ def test_idle_residents_give_their_gpus_to_a_new_runs_actors_least_recently_used
         kept = {r["name"] for r in held} & {r["name"] for r in after}
         assert len(kept) == 2, (held, after)
     assert resident_list() == []
+
+
+class _Holder:
+    """A stand-in engine for the registry: it holds the GPUs it was started with and answers its calls."""
+
+    def ready(self) -> bool:
+        return True
+
+    def rest(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def memory(self) -> dict:
+        return {}
+
+
+def test_an_actor_waiting_for_gpus_that_idle_residents_took_after_make_room_gets_them(ray_cluster):
+    """The race of two sweep cells: a command's ``make_room`` saw the GPUs free, another command's actors
+    became idle residents on them a moment later, and the first command's actor waits for a place. The
+    registry sees it waiting and evicts the idle residents it needs (and no more)."""
+    import time
+
+    from auditkit_ray.cluster import residents as registry
+    from auditkit_ray.cluster.compat import actor_state
+
+    ray = ray_cluster
+    reg = registry.registry(ray)
+    holder = ray.remote(_Holder)
+    try:
+        # the other command: two actors of 2 GPUs each, released to stay loaded (idle residents, every GPU)
+        idle = [holder.options(num_gpus=2, num_cpus=0).remote() for _ in range(2)]
+        ray.get([a.ready.remote() for a in idle])
+        ray.get(reg.add.remote("other", "key-other", "other model", [(f"idle-{k}", a) for k, a in enumerate(idle)],
+                               2.0))
+        ray.get(reg.release.remote("other", True))
+        assert ray.available_resources().get("GPU", 0) == 0
+        # this command's actor, started after its make_room found nothing to do: Ray cannot place it
+        ray.get(reg.acquire.remote("key-new", 1, "new", "test"))
+        waiting = holder.options(num_gpus=1, num_cpus=0).remote()
+        ray.get(reg.add.remote("new", "key-new", "new model", [("new-0", waiting)], 1.0))
+        time.sleep(1.0)
+        assert actor_state(waiting) == "PENDING_CREATION"
+        assert ray.get(waiting.ready.remote(), timeout=60) is True  # placed once the registry made room
+        names = [r["name"] for r in ray.get(reg.status.remote(False))["residents"]]
+        assert sorted(names) == ["idle-1", "new-0"], names  # the least recently used idle one went, one only
+        ray.get(reg.release.remote("new", True))
+    finally:
+        registry.evict(ray, None)
