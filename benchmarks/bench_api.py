@@ -309,9 +309,9 @@ def run_auditkit(server: Server, data: Path, store: Path, n: int, shard: str, co
                     reasons[why] = reasons.get(why, 0) + 1
         raise SystemExit(f"auditkit (shard_size {shard}): the server saw {st['requests']} requests for {n} samples; "
                          f"{res.error_count} errors, exact_match n={em.n} mean={em.mean}; reasons: {reasons}")
-    if primed is not None and _actor_pids(res) != primed:
-        raise SystemExit(f"--warm: the measured run's generation actor {sorted(_actor_pids(res))} is not the one "
-                         f"the short run loaded {sorted(primed)}: no resident engine was reused")
+    if primed is not None and (pids := _actor_pids(res)) != primed:
+        raise SystemExit(f"--warm: the measured run's generation actor {sorted(pids)} is not the one the short run "
+                         f"loaded {sorted(primed)}: no resident engine was reused")
     window = st["last"] - st["first"]
     gen_s = res.perf.generation_s or float("nan")
     out = {"wall": t_run["s"], "rps": n / t_run["s"], "window_rps": (n - 1) / window if window > 0 else float("nan"),

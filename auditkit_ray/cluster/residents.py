@@ -231,17 +231,17 @@ class Registry:
             waiting = [(name, e) for name, e in self.entries.items()
                        if e["lease"] is not None and e["gpus"] > 0 and not e.get("placed")]
         need = 0.0
-        for name, e in waiting:
+        for _, e in waiting:
             state = actor_state(e["handle"])
             if state is None:
                 return  # a Ray this registry cannot ask: make_room alone decides
-            if state != "PENDING_CREATION":
-                e["placed"] = state == "ALIVE" or e.get("placed", False)
-                e.pop("waiting_since", None)
+            if state == "PENDING_CREATION":
+                if mono - e.setdefault("waiting_since", mono) >= PENDING_GRACE_S:
+                    need += e["gpus"]
                 continue
-            since = e.setdefault("waiting_since", mono)
-            if mono - since >= PENDING_GRACE_S:
-                need += e["gpus"]
+            e.pop("waiting_since", None)
+            if state == "ALIVE":
+                e["placed"] = True  # never asked about again
         # what Ray shows free did not fit them (another node's, or promised to another command): not counted
         if need and self.make_room(need, timeout_s=0.0, count_free=False):
             log.info("idle residents evicted for %g GPUs that a command's new actors waited for", need)

@@ -41,10 +41,10 @@ class _Holder:
         return True
 
     def rest(self) -> None:
-        pass
+        """Nothing to put to sleep."""
 
     def close(self) -> None:
-        pass
+        """Nothing to release before the registry kills it."""
 
     def memory(self) -> dict:
         return {}
