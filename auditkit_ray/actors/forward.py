@@ -36,7 +36,7 @@ class ToGenerationActors:
     """Runs in a threaded Ray Data actor (one call per shard in flight); imports nothing heavy."""
 
     def __init__(self, actors: list[Any], runs: Runs, driver: DriverContext | None = None,
-                 per_actor: int | None = None) -> None:
+                 per_actor: int | None = None, stop: threading.Event | None = None) -> None:
         import ray
 
         self.actors = list(actors)
@@ -46,10 +46,18 @@ class ToGenerationActors:
         self.runs = ray.put(runs)  # once: each call passes the reference, resolved in the generation actor
         self.driver = ray.put(driver)
         self.busy = [0] * len(self.actors)
+        #: shards sent to each actor so far: between actors equally busy, the one sent fewest goes first, so
+        #: shards that arrive one at a time (each finished before the next comes) spread over every actor up
+        #: rather than all going to the first
+        self.sent = [0] * len(self.actors)
         # actor -> its pending ready() probe, or when to probe it again (float), or None: gone for good;
         # every actor is probed before its first shard
         self.down: dict[int, Any] = {i: a.ready.remote() for i, a in enumerate(self.actors)}
         self.lock = threading.Lock()
+        #: set by a driver that stops waiting (the direct pipeline, interrupted or failed): a call still waiting
+        #: for its shard gives up within WATCH_S (the shard finishes in its actor), so the driver's threads end
+        #: before the process shuts Ray down under them
+        self.stop = stop
 
     def _up(self) -> list[int]:
         """Actors to send to; a lost actor whose probe answered is up again."""
@@ -83,9 +91,12 @@ class ToGenerationActors:
                 restarting = any(isinstance(p, float) for p in self.down.values())
                 room = [i for i in up if self.per_actor is None or self.busy[i] < self.per_actor]
                 if room or (up and not pending):
-                    i = min(room or up, key=self.busy.__getitem__)
+                    i = min(room or up, key=lambda j: (self.busy[j], self.sent[j]))
                     self.busy[i] += 1
+                    self.sent[i] += 1
                     return i
+            if self.stop is not None and self.stop.is_set():
+                raise Stopped("the driver stopped waiting for shards")
             if not up and (not (pending or restarting) or time.monotonic() > deadline):
                 what = f"{type(last).__name__}: {(str(last).splitlines() or [''])[0]}" if last else "none is up"
                 raise InfrastructureError(f"pipeline failed: the generation actors were lost: {what}")
@@ -124,12 +135,18 @@ class ToGenerationActors:
             done, _ = ray.wait([ref], timeout=WATCH_S)
             if done:
                 return ray.get(done[0])
+            if self.stop is not None and self.stop.is_set():
+                raise Stopped("the driver stopped waiting for this shard")
             with self.lock:
                 lost = i in self.down
             if lost:
                 with contextlib.suppress(Exception):
                     ray.cancel(ref)
                 raise _TakenBack(f"generation actor {i} was lost while the shard waited for it")
+
+
+class Stopped(Exception):
+    """The driver stopped waiting (``ToGenerationActors.stop``): the shard is left to its actor."""
 
 
 class _TakenBack(Exception):

@@ -12,8 +12,9 @@ What it uses, and why:
 - ``ray.data._internal.execution.execution_callback.ExecutionCallback``:
   a failed pipeline kills its actors at once (``kill_actors_on_failure``);
 - ``ray._private.state.actors``: whether a resident engine's new neighbour
-  is still waiting for a place (``actor_state``; the public state API goes
-  through the dashboard, which a warm cluster does not start);
+  is still waiting for a place, or an actor about to be killed is still
+  being created (``actor_state``, ``kill_actors``; the public state API
+  goes through the dashboard, which a warm cluster does not start);
 - the names of two of Ray's loggers, whose notices about Ray's own defaults
   are dropped (``dropped``, ``drop_progress_notice``).
 
@@ -104,6 +105,41 @@ def actor_state(handle: Any) -> str | None:
     actor_id = _private("ActorHandle._actor_id", lambda: handle._actor_id.hex())
     info = actors(actor_id=actor_id)
     return info.get("State") if isinstance(info, dict) else None
+
+
+#: how long ``kill_actors`` lets actors still being created finish their creation before killing them
+CREATION_WAIT_S = 10.0
+#: the actor states in which a kill loses nothing: created, or gone
+SETTLED = ("ALIVE", "DEAD")
+
+
+def kill_actors(ray: Any, handles: list[Any], wait_s: float = CREATION_WAIT_S) -> None:
+    """Kill actors (no restart), each one still being created only once its creation is over, or after ``wait_s``.
+
+    Ray 2.60 loses an actor killed at the moment its worker is leased: the GCS cancels the creation, the worker
+    ignores the kill (it holds no actor yet, "Mismatched ActorID" in the GCS log) and keeps its lease, with the
+    actor's GPUs, until the driver's job ends. A run that fails on bad input kills the generation actors it
+    started a moment before, so the next run of that process found a GPU gone for good. An actor in
+    that is not yet ``ALIVE`` (or ``DEAD``) is therefore waited for (a generation actor's ``__init__`` loads
+    nothing, so this is its process start): one still being registered (the GCS does not know it yet), waiting
+    for its arguments, being placed or restarting alike, since each of them may get its worker at any moment.
+    One that cannot be placed is killed after ``wait_s``, with no worker to lose. With a Ray outside
+    ``RAY_WRITTEN_FOR`` the actors are killed at once."""
+    pending = []
+    if written_for():
+        for h in handles:
+            try:
+                state = actor_state(h)
+            except Exception:  # noqa: BLE001 - a state that cannot be read is waited for like an unknown one
+                state = None
+            if state not in SETTLED:
+                pending.append(h)
+    if pending:
+        with contextlib.suppress(Exception):
+            ray.wait([h.__ray_ready__.remote() for h in pending], num_returns=len(pending), timeout=wait_s)
+    for h in handles:
+        with contextlib.suppress(Exception):
+            ray.kill(h, no_restart=True)
 
 
 # --------------------------------------------------------------------------- Ray's notices about its own defaults

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from typing import Any, Iterator
 
 from ..actors.context import DriverContext
@@ -23,6 +24,9 @@ from .plan import Plan
 
 #: the largest run (pending samples) the driver scores by itself when ``execution.direct`` is not set
 DIRECT_MAX_SAMPLES = 20_000
+#: how long an interrupted or failed run waits for its threads to leave their Ray calls (each leaves within the
+#: forwarding stage's WATCH_S; a shard being scored is finished first)
+JOIN_S = 30.0
 
 
 def eligible(plans: list[Plan], pending: list[tuple[Plan, int]], *, in_sweep: bool) -> bool:
@@ -51,7 +55,9 @@ def outcomes(plans: list[Plan], pending: list[tuple[Plan, int]], runs: dict, gen
     from ..actors.shard import read_outcome, row_batch
 
     scorer = ScoreStage(runs, pool="checks", final=True, first=True, generation=generation)
-    forward = ToGenerationActors(pool.actors, runs, driver, per_actor=2 * pool.k) if pool is not None else None
+    stop = threading.Event()
+    forward = (ToGenerationActors(pool.actors, runs, driver, per_actor=2 * pool.k, stop=stop)
+               if pool is not None else None)
     width = len(pool.actors) * 2 * pool.k if pool is not None else 1
     todo: queue.Queue = queue.Queue()
     for p, i in pending:
@@ -60,7 +66,6 @@ def outcomes(plans: list[Plan], pending: list[tuple[Plan, int]], runs: dict, gen
         p.shard_payloads.clear()  # each row is in the queue now
     done: queue.Queue = queue.Queue()
     score_lock = threading.Lock()
-    stop = threading.Event()
 
     def work() -> None:
         while not stop.is_set():
@@ -91,6 +96,12 @@ def outcomes(plans: list[Plan], pending: list[tuple[Plan, int]], runs: dict, gen
             yield item
     finally:
         stop.set()
+        # a thread still in a Ray call when the process exits and Ray shuts down under it can crash the process
+        # (SIGSEGV; ray-project/ray#31145): each one gives up its wait within WATCH_S, and a shard it is scoring
+        # is finished and stored first
+        ends = time.monotonic() + JOIN_S
+        for t in threads:
+            t.join(max(0.0, ends - time.monotonic()))
 
 
 def _next(done: queue.Queue, handle: Any) -> Any:

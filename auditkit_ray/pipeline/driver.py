@@ -268,6 +268,9 @@ def _drain(outcomes: Iterator[Any], plans: list[Plan], stats: dict[str, dict[str
                 if out.model_size_bytes:
                     st["model_size"] = out.model_size_bytes
     except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM through the CLI's handler, or `auditkit-ray down`
+        # the signal may land between two shards, the iterator suspended: closed now, it ends its threads
+        # before the process exits (Ray shut down under a thread still in a Ray call crashes the process)
+        getattr(outcomes, "close", lambda: None)()
         mark_interrupted(plans)
         why = "the warm local cluster was stopped (auditkit-ray down); " if stopped_by_down() else ""
         raise Interrupted(f"{name}: {why}{_stored_shards(plans, bar.done)} of {bar.total} shards are stored; run "

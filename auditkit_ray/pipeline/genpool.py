@@ -140,6 +140,7 @@ class GenerationPool:
         self.registry: Any = None
         self.reused = 0
         self._renewing: threading.Event | None = None
+        self._renewer: threading.Thread | None = None
         opts: dict[str, Any] = {"num_cpus": 0, "num_gpus": gpus or None,
                                 "max_restarts": -1 if restarts is None else restarts, "max_task_retries": 0}
         if self.k > 1:
@@ -173,7 +174,9 @@ class GenerationPool:
         self.actors = [h for _, h in got]
         self.reused = len(got)
         self._renewing = threading.Event()
-        threading.Thread(target=self._renew, args=(self._renewing,), name="auditkit-lease", daemon=True).start()
+        self._renewer = threading.Thread(target=self._renew, args=(self._renewing,), name="auditkit-lease",
+                                         daemon=True)
+        self._renewer.start()
         missing = n - len(got)
         if missing and gpus and existed:  # idle residents may hold the GPUs the new actors need
             self.ray.get(self.registry.make_room.remote(missing * gpus))
@@ -212,9 +215,9 @@ class GenerationPool:
         one stays loaded for the next command)."""
         extra, self.actors = self.actors[n:], self.actors[:n]
         if not self.resident:
-            for a in extra:
-                with contextlib.suppress(Exception):
-                    self.ray.kill(a, no_restart=True)
+            from ..cluster.compat import kill_actors
+
+            kill_actors(self.ray, extra)
 
     def stage(self, ds: Any, runs: dict[str, Any]) -> Any:
         """``ds`` with the generation stage: each shard to the least busy actor, ``k`` shards in flight each."""
@@ -265,10 +268,10 @@ class GenerationPool:
     def kill(self) -> None:
         """A failed run or an aborted cell: kill the actors now (a hung or dead actor would not answer a polite
         close; a resident one's state is unknown)."""
+        from ..cluster.compat import kill_actors
+
         actors, self.actors = self.actors, []
-        for a in actors:
-            with contextlib.suppress(Exception):
-                self.ray.kill(a, no_restart=True)
+        kill_actors(self.ray, actors)  # one still being created is waited for: Ray would lose its GPUs
         if self.resident:
             self._release(keep=False)
 
@@ -280,6 +283,10 @@ class GenerationPool:
             self._renewing.set()
         with contextlib.suppress(Exception):
             self.ray.get(self.registry.release.remote(lease, keep), timeout=60)
+        if self._renewer is not None:  # a thread left in a Ray call when the process exits crashes it
+            from ..cluster.residents import RENEW_S
+
+            self._renewer.join(RENEW_S + 1.0)  # its last renewal times out after RENEW_S
 
     def load_windows(self) -> list[dict[str, Any]]:
         """Each actor's ``ready()``: its process and model load times (waits for the actors to exist)."""

@@ -60,3 +60,28 @@ def test_a_small_run_takes_the_direct_pipeline_and_scores_in_the_driver(make_spe
     res = evaluate(make_spec("forced", execution={"direct": False}))
     by = {json.loads(w)["scored_by"] for w in samples_table(res).column("worker").to_pylist()}
     assert os.getpid() not in by, by
+
+
+def test_an_interrupted_direct_run_ends_its_threads_before_it_returns(make_spec):
+    # the interrupt lands between two shards (here: in the driver's per-shard callback, where a SIGTERM or a
+    # Ctrl-C can land too): the run ends with Interrupted, and none of its threads is left in a Ray call that
+    # the process's exit would shut Ray down under (a SIGSEGV at exit, seen once in CI)
+    import threading
+
+    from auditkit_ray.errors import Interrupted
+    from auditkit_ray.pipeline.driver import run_pipeline
+    from auditkit_ray.pipeline.plan import build_plans
+
+    model = {"type": "simulated", "fixed_cost_s": 3.0, "per_token_s": 0.0, "output": "target"}
+    spec = make_spec("interrupted", model=model, execution={"shard_size": 2, "generation_actors": 2})
+    seen = []
+
+    def interrupt(out):
+        seen.append(out)
+        raise KeyboardInterrupt()
+
+    with pytest.raises(Interrupted, match="shards are stored") as caught:
+        run_pipeline(build_plans([spec]), None, False, on_shard=interrupt)
+    left = [t.name for t in threading.enumerate() if t.name.startswith("auditkit-direct-") and t.is_alive()]
+    assert seen and left == [], left
+    assert caught.value is not None  # the traceback (and the run's frames) still held while the threads are looked at
