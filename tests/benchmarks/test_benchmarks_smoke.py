@@ -34,11 +34,7 @@ pytestmark = pytest.mark.slow
 def _registry() -> dict[str, str]:
     spec = importlib.util.spec_from_file_location("_bench_run_all", BENCH / "run_all.py")
     mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    finally:
-        sys.path.remove(str(BENCH))
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]  (its _common: benchmarks is on pytest's pythonpath)
     return dict(mod.BENCHMARKS)
 
 

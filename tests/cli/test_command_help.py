@@ -5,13 +5,11 @@ human form beside ``--json``. The real console script, in a subprocess."""
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 from console import console
 
-ROOT = Path(__file__).resolve().parents[2]
+from auditkit_ray.testing.runs import build_run
 
 
 @pytest.mark.parametrize("command", [["run"], ["generate"], ["rescore"], ["sweep"], ["lmeval"]],
@@ -37,11 +35,6 @@ def test_sub_commands_print_their_own_help(command, usage):
 
 
 def test_runs_list_has_a_header_and_runs_show_a_human_form(tmp_path):
-    sys.path.insert(0, str(ROOT / "tests" / "compare"))
-    try:
-        from conftest import build_run  # the compare tests' run writer (no Ray)
-    finally:
-        sys.path.pop(0)
     from auditkit_ray import experiment_db, load_run
 
     path = build_run(tmp_path, "base", {"acc": {"values": {f"q{i}": 1.0 for i in range(5)}}})

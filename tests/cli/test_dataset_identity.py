@@ -12,19 +12,8 @@ from console import console
 boto3 = pytest.importorskip("boto3", reason="S3 tests need the 's3' extra (make test installs it)")
 
 
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory):
-    from auditkit_ray.testing.s3 import start_moto_server
-
-    log = open(tmp_path_factory.mktemp("moto") / "moto.log", "w")
-    proc, url, _ = start_moto_server(log)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
-    log.close()
-
-
-def test_the_same_bytes_under_two_names_local_and_on_s3_are_one_dataset(tmp_path, s3):
+def test_the_same_bytes_under_two_names_local_and_on_s3_are_one_dataset(tmp_path, s3_server, s3_bucket):
+    s3 = s3_server["url"]
     data = b"".join(json.dumps({"id": f"q{i}", "q": f"What is {i} plus 1?", "a": str(i + 1)}).encode() + b"\n"
                     for i in range(6))
     (tmp_path / "wp20.jsonl").write_bytes(data)
@@ -32,8 +21,7 @@ def test_the_same_bytes_under_two_names_local_and_on_s3_are_one_dataset(tmp_path
            "AWS_ENDPOINT_URL": s3}
     client = boto3.client("s3", endpoint_url=s3, region_name="us-east-1", aws_access_key_id="testing",
                           aws_secret_access_key="testing")
-    client.create_bucket(Bucket="evals")
-    client.put_object(Bucket="evals", Key="word-problems/data.jsonl", Body=data)
+    client.put_object(Bucket=s3_bucket, Key="word-problems/data.jsonl", Body=data)
 
     def run_file(name, path):
         doc = {"name": "wp", "dataset": {"path": path, "input_field": "q", "target_field": "a"},
@@ -43,7 +31,7 @@ def test_the_same_bytes_under_two_names_local_and_on_s3_are_one_dataset(tmp_path
         (tmp_path / f"{name}.json").write_text(json.dumps(doc))
         return f"{name}.json"
 
-    local, remote = run_file("local", "wp20.jsonl"), run_file("remote", "s3://evals/word-problems/data.jsonl")
+    local, remote = run_file("local", "wp20.jsonl"), run_file("remote", f"s3://{s3_bucket}/word-problems/data.jsonl")
     fps = []
     for f in (local, remote):
         v = console("validate", f, cwd=tmp_path, env=env)
@@ -64,23 +52,23 @@ def test_the_same_bytes_under_two_names_local_and_on_s3_are_one_dataset(tmp_path
     assert doc["dataset_comparable"] and doc["metrics"]["exact_match"]["comparable"], doc["dataset_reasons"]
 
 
-def test_an_s3_checkpoint_says_what_it_is_and_where_it_is_downloaded(tmp_path, s3, tiny_model):
+def test_an_s3_checkpoint_says_what_it_is_and_where_it_is_downloaded(tmp_path, s3_server, s3_bucket, tiny_model):
+    s3 = s3_server["url"]
     env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
            "AWS_ENDPOINT_URL": s3, "AUDITKIT_RAY_MODEL_CACHE": str(tmp_path / "model-cache")}
     client = boto3.client("s3", endpoint_url=s3, region_name="us-east-1", aws_access_key_id="testing",
                           aws_secret_access_key="testing")
-    client.create_bucket(Bucket="ckpts")
     files = sorted(f for f in tiny_model.rglob("*") if f.is_file())
     for f in files:
-        client.upload_file(str(f), "ckpts", f"tiny/{f.relative_to(tiny_model)}")
+        client.upload_file(str(f), s3_bucket, f"tiny/{f.relative_to(tiny_model)}")
     (tmp_path / "d.jsonl").write_text(json.dumps({"id": "q0", "q": "1+1", "a": "2"}) + "\n")
     (tmp_path / "sweep.json").write_text(json.dumps({"name": "s3ckpt", "base": {
         "dataset": {"path": "d.jsonl", "input_field": "q", "target_field": "a"}, "metrics": ["exact_match"],
         "store": {"path": "store"}, "tracking": {"index": False}},
-        "runs": [{"name": "tiny", "model": {"type": "hf", "path": "s3://ckpts/tiny/"}}]}))
+        "runs": [{"name": "tiny", "model": {"type": "hf", "path": f"s3://{s3_bucket}/tiny/"}}]}))
     r = console("sweep", "sweep.json", "--dry-run", cwd=tmp_path, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
-    line = next((ln for ln in r.stderr.splitlines() if ln.startswith("model.path s3://ckpts/tiny/: ")), None)
+    line = next((ln for ln in r.stderr.splitlines() if ln.startswith(f"model.path s3://{s3_bucket}/tiny/: ")), None)
     assert line is not None, r.stderr
     assert f"{len(files)} files, " in line and " MB (content " in line, line
     assert "each node downloads it once into its model cache (AUDITKIT_RAY_MODEL_CACHE, here " in line, line

@@ -4,22 +4,15 @@ console script, in a subprocess."""
 from __future__ import annotations
 
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from console import EXE, check_clean_stderr, console
 
-ROOT = Path(__file__).resolve().parents[2]
+from auditkit_ray.testing.runs import build_run
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    sys.path.insert(0, str(ROOT / "tests" / "compare"))
-    try:
-        from conftest import build_run  # the compare tests' run writer (no Ray)
-    finally:
-        sys.path.pop(0)
     root = tmp_path_factory.mktemp("runs")
     ids = [f"q{i}" for i in range(20)]
     return [str(build_run(root, n, {"exact_match": {"values": {i: float(k % d != 0) for k, i in enumerate(ids)}}}))

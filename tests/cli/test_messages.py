@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from console import console
 
+from auditkit_ray.testing.runs import build_run
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -151,13 +153,6 @@ def test_list_shows_no_restructuredtext_markup():
 
 
 def test_runs_list_columns_align(tmp_path):
-    import sys
-
-    sys.path.insert(0, str(ROOT / "tests" / "compare"))
-    try:
-        from conftest import build_run  # the compare tests' run writer (no Ray)
-    finally:
-        sys.path.pop(0)
     from auditkit_ray import experiment_db, load_run
 
     db = experiment_db(tmp_path / "db.sqlite")

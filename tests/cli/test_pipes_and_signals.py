@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from console import EXE, check_clean_stderr
 
+from auditkit_ray.testing.runs import build_run
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -25,13 +27,6 @@ def _reader_gone(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    import sys
-
-    sys.path.insert(0, str(ROOT / "tests" / "compare"))
-    try:
-        from conftest import build_run  # the compare tests' run writer (no Ray)
-    finally:
-        sys.path.pop(0)
     root = tmp_path_factory.mktemp("runs")
     ids = [f"q{i}" for i in range(20)]
     return [build_run(root, n, {"acc": {"values": {i: float(k % d != 0) for k, i in enumerate(ids)}}})

@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 
 from console import console
-from stored_runs import build_run
+
+from auditkit_ray.testing.runs import build_run
 
 
 def _report(r) -> dict:

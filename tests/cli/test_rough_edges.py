@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 from console import console
-from stored_runs import build_run
+
+from auditkit_ray.testing.runs import build_run
 
 
 def test_a_sweep_report_with_a_failed_cell_reads_failed_not_ok(tmp_path):

@@ -4,13 +4,10 @@ console script, in a subprocess."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 from console import console
 
-ROOT = Path(__file__).resolve().parents[2]
+from auditkit_ray.testing.runs import build_run
 
 
 @pytest.fixture(scope="module")
@@ -55,11 +52,6 @@ def test_a_misspelled_grid_key_is_reported_at_its_own_line(starter, tmp_path):
 
 
 def test_a_gate_or_a_query_naming_an_unknown_metric_is_a_usage_error_with_the_nearest_name(tmp_path):
-    sys.path.insert(0, str(ROOT / "tests" / "compare"))
-    try:
-        from conftest import build_run  # the compare tests' run writer (no Ray)
-    finally:
-        sys.path.pop(0)
     from auditkit_ray import experiment_db, load_run
 
     ids = [f"q{i}" for i in range(10)]

@@ -5,12 +5,10 @@ package's import graph (no arrow invented, none missing)."""
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "architecture.md"
-sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 
 def test_every_module_the_page_names_exists():

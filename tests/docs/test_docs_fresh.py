@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import io
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -58,7 +57,6 @@ def test_check_mode_detects_stale_and_missing_pages(tmp_path):
 
 
 def test_pages_cover_the_registry_and_the_schema():
-    sys.path.insert(0, str(ROOT))
     from auditkit_ray.config import json_schema
     from auditkit_ray.core.metric import metric_info
     from auditkit_ray.core.registry import BUILTIN, resolve_metric

@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
+from gpu_check_support import DRY_ENV, DRY_GPUS, MODEL_ENV, NO_CUDA, GpuMode, dry_mode  # tests/gpu: pytest's pythonpath
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path.insert(0, str(HERE))  # gpu_check_support (helpers), gpu_check_metrics (a user metric the workers import)
-from gpu_check_support import DRY_ENV, DRY_GPUS, MODEL_ENV, NO_CUDA, GpuMode, dry_mode  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from gpu_check_support import hf_model, run_doc, workers_of
+from resident_engines import residents, wait_loaded
 
 from auditkit_ray.api import evaluate, samples_table
 
@@ -49,8 +50,18 @@ def hf_run(gpu_mode, gpu_model, gpu_data, tmp_path_factory):
     def get(key: str):
         if key not in done:
             model, actors = runs[key]
-            store = tmp_path_factory.mktemp(f"gpu-{key}")
-            done[key] = evaluate(run_doc(key, model, gpu_data, store, actors=actors))
+            doc = run_doc(key, model, gpu_data, tmp_path_factory.mktemp(f"gpu-{key}"), actors=actors)
+            if actors == 1:
+                done[key] = evaluate(doc)
+                return done[key]
+            # every actor loaded before the run whose workers the tests read: the generation stage gives shards
+            # to the actors that are up, so an actor still loading when the first one up has done every shard
+            # generates nothing. A run of its own starts them, resident; once each has loaded (on a busy host the
+            # second may still be loading when that run ends), the measured run leases them.
+            with residents(True):
+                evaluate({**doc, "store": {"path": str(tmp_path_factory.mktemp(f"gpu-{key}-load"))}})
+                assert wait_loaded() == actors
+                done[key] = evaluate(doc)
         return done[key]
 
     return get

@@ -42,6 +42,7 @@ def _crds_present():
         pytest.fail(f"KubeRay CRDs not found at {CRDS}: the checkout must sit beside shared/")
 
 
+@pytest.mark.slow  # the kubernetes client's import and every CRD's schema: a minute
 def test_every_manifest_in_k8s_dir_validates_against_the_crds():
     files = sorted((ROOT / "k8s").glob("*.yaml"))
     assert files, "k8s/ has no manifests"

@@ -59,6 +59,7 @@ def test_bundled_tasks_load_offline_from_any_directory_and_hash_their_data(tmp_p
     assert task_identity(load_tasks([MC], TaskOptions(num_fewshot=0)).tasks[MC])["num_fewshot"] == 0
 
 
+@pytest.mark.slow  # lm_eval itself on the tiny model (the module's direct runs)
 def test_lm_eval_results_map_to_run_results_with_directions_stderr_nshot_and_version(direct_runs):
     gen, mc = direct_runs[GEN], direct_runs[MC]
     assert set(gen.metrics) == {"exact_match@strict-match", "exact_match@flexible-extract",
@@ -103,6 +104,7 @@ def test_lm_eval_results_map_to_run_results_with_directions_stderr_nshot_and_ver
     assert math.isclose(sum(err) / 24, gen.metrics["abs_error@strict-match"].mean)
 
 
+@pytest.mark.slow  # lm_eval itself on the tiny model (the module's direct runs)
 def test_a_second_call_with_the_same_fingerprint_returns_the_stored_result_without_running_lm_eval(
         direct_runs, tiny_model, lmeval_store, monkeypatch):
     import lm_eval
@@ -120,6 +122,7 @@ def test_a_second_call_with_the_same_fingerprint_returns_the_stored_result_witho
         run_lmeval([MC], tiny_model, store=str(lmeval_store), limit=5)
 
 
+@pytest.mark.slow  # lm_eval itself on the tiny model (the module's direct runs)
 def test_compare_pairs_lm_eval_runs_per_sample_and_reads_their_directions(direct_runs, pruned_model, lmeval_store):
     from auditkit_ray.compare import compare
 

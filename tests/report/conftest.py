@@ -1,8 +1,8 @@
 """Fixtures: a result store with a pruning x quantization sweep, written
-directly (RunResult JSON + per-sample Parquet shards in the run_table layout,
-sweep.json + manifest.json), no Ray. Same approach as tests/compare/conftest.py,
-with realistic per-sample rows (prompt, raw and extracted answer) and some
-hostile text to check escaping.
+directly by ``auditkit_ray.testing.runs`` (RunResult JSON + per-sample Parquet
+shards in the run_table layout, sweep.json + manifest.json), no Ray, with
+realistic per-sample rows (prompt, raw and extracted answer) and some hostile
+text to check escaping.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from auditkit_ray.testing import runs as stored
 
 DATASET = "d" * 64
 N = 40
@@ -57,11 +59,6 @@ def write_run(
     """A run under ``store/runs/<fp>/``: exact_match (binary, higher is
     better, on the extracted number), token_f1 (higher), output_length
     (lower). Returns the run directory."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from auditkit_ray.core.aggregate import MeanStats, summarize
-    from auditkit_ray.core.result import MetricSummary, Perf, RunResult, TokenUsage
     from auditkit_ray.core.types import Score, Status
 
     rng = random.Random(seed)
@@ -72,10 +69,6 @@ def write_run(
         order = sorted(ids, key=lambda s: (int(hashlib.md5(s.encode()).hexdigest(), 16) % 1000) + rng.random() * 120)
         right = set(order[:k])
     fp = _fp(name, seed, accuracy)
-    run_dir = store / "runs" / fp
-    shard_dir = run_dir / "s8"
-    shard_dir.mkdir(parents=True, exist_ok=True)
-    stats = {"exact_match": MeanStats(), "token_f1": MeanStats(), "output_length": MeanStats()}
     rows = []
     for i, sid in enumerate(ids):
         a, b = i % 7, (i * 3) % 11
@@ -104,70 +97,33 @@ def write_run(
                 s = Score.scored(m, 1.0 if ok else round(0.2 + 0.5 * rng.random(), 3))
             else:
                 s = Score.scored(m, float(len(raw.split())))
-            stats[m].add(s)
-            scores.append(s.model_dump(mode="json"))
-        rows.append(
-            {
-                "shard": i // 8,
-                "index": i % 8,
-                "sample_id": sid,
-                "repeat": 0,
-                "prompt": prompt,
-                "target": json.dumps(target),
-                "text": raw,
-                "raw_text": raw,
-                "error": "generation failed: simulated" if sid in errors else None,
-                "annotations": json.dumps({"number": answer}),
-                "scores": json.dumps(scores),
-                "latency_s": 0.01 + 0.001 * i,
-            }
-        )
-    for shard in sorted({r["shard"] for r in rows}):
-        part = [r for r in rows if r["shard"] == shard]
-        cols = {k: [r[k] for r in part] for k in part[0]}
-        table = pa.table({
-            "shard": pa.array(cols["shard"], pa.int32()), "index": pa.array(cols["index"], pa.int32()),
-            "sample_id": pa.array(cols["sample_id"], pa.string()), "repeat": pa.array(cols["repeat"], pa.int32()),
-            "prompt": pa.array(cols["prompt"], pa.string()), "target": pa.array(cols["target"], pa.string()),
-            "text": pa.array(cols["text"], pa.string()), "raw_text": pa.array(cols["raw_text"], pa.string()),
-            "error": pa.array(cols["error"], pa.string()), "annotations": pa.array(cols["annotations"], pa.string()),
-            "scores": pa.array(cols["scores"], pa.string()), "latency_s": pa.array(cols["latency_s"], pa.float64()),
-        })
-        pq.write_table(table, shard_dir / f"shard-{shard:05d}.parquet")
-    directions = {"exact_match": "maximize", "token_f1": "maximize", "output_length": "minimize"}
-    summaries = {}
-    for m, ms in stats.items():
-        summ = summarize(ms)
-        summaries[m] = MetricSummary(
-            name=m,
-            direction=directions[m],
-            identity={"name": m, "class": f"fixtures:{m}", "version": "1", "direction": directions[m], "params": {}},
-            **summ,
-        )
-    result = RunResult(
-        run_id=fp[:16],
+            scores.append(s)
+        rows.append({"sample_id": sid, "prompt": prompt, "target": target, "text": raw, "raw_text": raw,
+                     "error": "generation failed: simulated" if sid in errors else None,
+                     "annotations": {"number": answer}, "scores": scores, "latency_s": 0.01 + 0.001 * i})
+    result = stored.write_run(
+        rows,
         name=name,
+        store=store,
         fingerprint=fp,
+        metrics={"exact_match": {}, "token_f1": {}, "output_length": {"direction": "minimize"}},
+        shard_size=8,
         generation_fingerprint=_fp("gen", fp),
         dataset_fingerprint=DATASET,
         seed=0,
         config=config or {"name": name},
-        metrics=summaries,
-        perf=Perf(samples=len(ids), **(perf or {})),
-        tokens=TokenUsage(prompt=10 * len(ids), completion=8 * len(ids), source="engine"),
-        samples_path=str(shard_dir),
+        perf={"samples": len(ids), **(perf or {})},
+        tokens={"prompt": 10 * len(ids), "completion": 8 * len(ids), "source": "engine"},
         backend={"type": "hf"},
         created_at="2026-01-01T00:00:00+00:00",
-        error_count=len(errors),
     )
-    result.save(run_dir / "result.json")
-    return run_dir
+    return result.parent
 
 
 def write_sweep(store: Path, name: str = "pruning-grid") -> Path:
     """The 3 checkpoints x 2 quantizations grid as a finished sweep; returns
     ``store/sweeps/<fp>``."""
-    runs = []
+    members = []
     for i, (ckpt, prune, quant, acc, size, p50) in enumerate(GRID):
         run_name = f"tiny/path={ckpt}/quantization={quant}"
         config = {
@@ -193,32 +149,9 @@ def write_sweep(store: Path, name: str = "pruning-grid") -> Path:
             errors=("q005",) if i == 5 else (),
             unknown=("q006",) if i == 2 else (),
         )
-        runs.append({"name": run_name, "fingerprint": d.name})
-    sfp = _fp("sweep", name, [r["fingerprint"] for r in runs])
-    sdir = store / "sweeps" / sfp
-    sdir.mkdir(parents=True)
-    (sdir / "sweep.json").write_text(
-        json.dumps({"name": name, "fingerprint": sfp, "cells": [], "runs": runs}, indent=2)
-    )
-    (sdir / "manifest.json").write_text(
-        json.dumps(
-            {
-                "name": name,
-                "fingerprint": sfp,
-                "runs": [
-                    {
-                        **r,
-                        "cell": "-",
-                        "state": "complete",
-                        "result": str(store / "runs" / r["fingerprint"] / "result.json"),
-                    }
-                    for r in runs
-                ],
-            },
-            indent=2,
-        )
-    )
-    return sdir
+        members.append({"name": run_name, "fingerprint": d.name})
+    sfp = _fp("sweep", name, [r["fingerprint"] for r in members])
+    return stored.write_sweep(store, name, members, fingerprint=sfp)
 
 
 @pytest.fixture(scope="session")

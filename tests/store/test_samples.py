@@ -110,34 +110,13 @@ def test_what_cannot_be_read_is_an_error_or_a_reason(tmp_path):
     assert table is None and why.startswith("cannot read per-sample table")
 
 
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory):
-    pytest.importorskip("boto3", reason="S3 tests need the 's3' extra (make test installs it)")
-    import shutil
-    import sys
-
-    if not (shutil.which("moto_server") or (Path(sys.executable).parent / "moto_server").exists()):
-        pytest.skip("moto_server (the dev extra) is not installed")
-    import boto3
-
-    from auditkit_ray.testing.s3 import start_moto_server
-
-    log = open(tmp_path_factory.mktemp("moto") / "moto.log", "w")
-    proc, url, _ = start_moto_server(log)
-    boto3.client("s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing",
-                 aws_secret_access_key="testing").create_bucket(Bucket="runs")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
-    log.close()
-
-
-def test_an_s3_run_reads_through_the_store_with_the_endpoint_it_was_stored_with(s3, monkeypatch):
+def test_an_s3_run_reads_through_the_store_with_the_endpoint_it_was_stored_with(s3_server, s3_bucket, monkeypatch):
+    s3 = s3_server["url"]
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
-    root = "s3://runs/evals"
+    root = f"s3://{s3_bucket}/evals"
     store = api.open_store(root, endpoint_url=s3)
     result = _write_run(store, store.uri(LAYOUT.shards_dir), {"path": root, "endpoint_url": s3})
     assert _keys(read_samples_table(result)) == ORDER  # the endpoint comes from the run's own store config

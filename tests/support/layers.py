@@ -144,9 +144,10 @@ RANKS: dict[str, int] = {
     # over the agents' shared code; config is the strict models (core, the backend registry, probe packs)
     "backends": 3, "metrics": 3, "annotators": 3, "oracles": 3, "config": 3,
     # the result store (its cache tool reads the api backend's default cache path), and what reads a config
-    "store": 4, "catalogue": 4, "k8s": 4, "testing": 4,
-    # over the store: dataset locations, model sources, comparisons, result sinks, trace inspection
-    "data": 5, "sources": 5, "compare": 5, "integrations": 5, "trace_inspect": 5,
+    "store": 4, "catalogue": 4, "k8s": 4,
+    # over the store: dataset locations, model sources, comparisons, result sinks, trace inspection, test helpers
+    # (stand-in servers over the backends, stored runs written in the store's layout)
+    "data": 5, "sources": 5, "compare": 5, "integrations": 5, "trace_inspect": 5, "testing": 5,
     "rag": 6, "report": 6, "judges": 6,
     "actors": 7, "cluster": 7,  # what runs inside Ray actors; the local Ray a machine's commands share
     "pipeline": 8,  # the driver side
@@ -168,6 +169,8 @@ INTERNAL_ALLOWED: dict[str, set[str]] = {
     "cluster": {"core"},
     "compare": {"core", "store"},
     "report": {"core", "store", "compare"},
+    #: helpers a user's tests import: what they stand in for (a backend's server), the stored layout; no Ray
+    "testing": {"core", "backends", "config", "store"},
     "cli": {"", "api", "viewer"},
     #: the web viewer: a second front end on the facade (the CLI's ``view`` command starts it)
     "viewer": {"", "api"},

@@ -38,3 +38,15 @@ def resident_list() -> list[dict]:
 
     st = registry.status(ray)
     return st["residents"] if st else []
+
+
+def wait_loaded(timeout_s: float = 300) -> int:
+    """Wait until every resident engine has its model loaded (a second ``warm()`` queues behind the first, which
+    the run that started the engine called); returns how many there are."""
+    import ray
+
+    from auditkit_ray.cluster.residents import NAMESPACE
+
+    handles = [ray.get_actor(r["name"], namespace=NAMESPACE) for r in resident_list()]
+    ray.get([h.warm.remote() for h in handles], timeout=timeout_s)
+    return len(handles)

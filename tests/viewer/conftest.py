@@ -1,5 +1,5 @@
-"""Fixtures of the viewer tests: result stores written directly (RunResult JSON + per-sample Parquet shards, as
-tests/report/conftest.py does; no Ray), the real ``auditkit-ray view`` started as a subprocess through the console
+"""Fixtures of the viewer tests: result stores written directly by ``auditkit_ray.testing.runs`` (RunResult JSON +
+per-sample Parquet shards; no Ray), the real ``auditkit-ray view`` started as a subprocess through the console
 script, and the system Chromium driven by Playwright (``executable_path``; no downloaded browser)."""
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from auditkit_ray.testing import runs as stored
+
 SECRET = "sk-live-VIEWERSECRET-0123456789abcdef"
 XSS = "<script>alert(1)</script>"
 EXE = Path(sys.executable).parent / "auditkit-ray"
@@ -35,67 +37,33 @@ def write_run(store: Path, name: str, *, n: int, right: Any, config: dict | None
               created_at: str = "2026-03-01T10:00:00+00:00", shard_size: int = 25_000) -> str:
     """A finished run under ``store/runs/<fp>/`` with ``n`` samples ``s000000``...; ``right(i)`` decides
     exact_match; ``outputs`` overrides the raw output of some sample ids. Returns the fingerprint."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from auditkit_ray.core.aggregate import MeanStats, summarize
-    from auditkit_ray.core.result import MetricSummary, Perf, RunResult, TokenUsage
-    from auditkit_ray.core.types import Score
-
     fp = fp_of(name, n, created_at)
-    run_dir = store / "runs" / fp
-    shard_dir = run_dir / f"s{shard_size}"
-    shard_dir.mkdir(parents=True, exist_ok=True)
-    stats = {"exact_match": MeanStats(), "length": MeanStats()}
     outputs = outputs or {}
-    for start in range(0, n, shard_size):
-        ids, prompts, targets, raws, ann, scores = [], [], [], [], [], []
-        for i in range(start, min(n, start + shard_size)):
-            sid = f"s{i:06d}"
-            ok = bool(right(i))
-            answer = str(i % 97) if ok else str(i % 97 + 1)
-            raw = outputs.get(sid, f"The answer is {answer}.")
-            em = Score.scored("exact_match", 1.0 if ok else 0.0)
-            ln = Score.scored("length", float(len(raw)))
-            stats["exact_match"].add(em)
-            stats["length"].add(ln)
-            ids.append(sid)
-            prompts.append(f"question {i}: what is {i} mod 97?")
-            targets.append(json.dumps(str(i % 97)))
-            raws.append(raw)
-            ann.append(json.dumps({"number": answer}))
-            scores.append(json.dumps([
-                {"name": "exact_match", "status": "scored", "value": em.value,
-                 "reason": "matches the target" if ok else f"extracted {answer} != target {i % 97}"},
-                {"name": "length", "status": "scored", "value": ln.value, "reason": None}]))
-        k = len(ids)
-        pq.write_table(pa.table({
-            "shard": pa.array([start // shard_size] * k, pa.int32()), "index": pa.array(range(k), pa.int32()),
-            "sample_id": ids, "repeat": pa.array([0] * k, pa.int32()), "prompt": prompts, "target": targets,
-            "text": raws, "raw_text": raws, "error": pa.array([None] * k, pa.string()), "annotations": ann,
-            "scores": scores, "latency_s": pa.array([0.01] * k, pa.float64())}),
-            shard_dir / f"shard-{start // shard_size:05d}.parquet")
-    directions = {"exact_match": "maximize", "length": "minimize"}
-    metrics = {m: MetricSummary(name=m, direction=directions[m], identity={"name": m, "class": f"fixtures:{m}",
-                                                                          "version": "1", "direction": directions[m],
-                                                                          "params": {}}, **summarize(st))
-               for m, st in stats.items()}
-    RunResult(run_id=fp[:16], name=name, fingerprint=fp, generation_fingerprint=fp_of("gen", fp),
-              dataset_fingerprint="d" * 64, seed=0, config=config or {"name": name}, metrics=metrics,
-              perf=Perf(samples=n, wall_s=12.5, throughput_samples_per_s=n / 12.5, latency_p50_s=0.02, cost=0.42),
-              tokens=TokenUsage(prompt=10 * n, completion=4 * n, source="engine"), samples_path=str(shard_dir),
-              backend={"type": "api"}, created_at=created_at).save(run_dir / "result.json")
+    rows = []
+    for i in range(n):
+        sid = f"s{i:06d}"
+        ok = bool(right(i))
+        answer = str(i % 97) if ok else str(i % 97 + 1)
+        raw = outputs.get(sid, f"The answer is {answer}.")
+        rows.append({"sample_id": sid, "prompt": f"question {i}: what is {i} mod 97?", "target": str(i % 97),
+                     "text": raw, "raw_text": raw, "annotations": {"number": answer}, "latency_s": 0.01,
+                     "scores": [{"name": "exact_match", "status": "scored", "value": 1.0 if ok else 0.0,
+                                 "reason": "matches the target" if ok else f"extracted {answer} != target {i % 97}"},
+                                {"name": "length", "status": "scored", "value": float(len(raw)), "reason": None}]})
+    stored.write_run(rows, name=name, store=store, fingerprint=fp, metrics={"length": {"direction": "minimize"}},
+                   shard_size=shard_size, generation_fingerprint=fp_of("gen", fp), dataset_fingerprint="d" * 64,
+                   seed=0, config=config or {"name": name},
+                   perf={"samples": n, "wall_s": 12.5, "throughput_samples_per_s": n / 12.5, "latency_p50_s": 0.02,
+                         "cost": 0.42},
+                   tokens={"prompt": 10 * n, "completion": 4 * n, "source": "engine"}, backend={"type": "api"},
+                   created_at=created_at)
     return fp
 
 
 def write_sweep(store: Path, name: str, runs: list[tuple[str, str]], decision: dict | None = None) -> str:
     sfp = fp_of("sweep", name, runs)
-    sdir = store / "sweeps" / sfp
-    sdir.mkdir(parents=True)
-    doc = {"name": name, "fingerprint": sfp, "cells": [], "decision": decision,
-           "runs": [{"name": n, "fingerprint": f, "state": "complete"} for n, f in runs]}
-    (sdir / "sweep.json").write_text(json.dumps(doc))
-    (sdir / "manifest.json").write_text(json.dumps(doc))
+    stored.write_sweep(store, name, [{"name": n, "fingerprint": f} for n, f in runs], fingerprint=sfp,
+                       decision=decision)
     return sfp
 
 

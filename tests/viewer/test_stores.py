@@ -4,8 +4,6 @@ viewer started appear on the next request (no stale cache)."""
 from __future__ import annotations
 
 import json
-import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -33,50 +31,41 @@ def test_runs_written_after_start_appear_and_a_running_one_is_listed(tmp_path, k
 
 
 @pytest.fixture
-def s3(tmp_path):
-    if not (shutil.which("moto_server") or (Path(sys.executable).parent / "moto_server").exists()):
-        pytest.skip("moto_server (the dev extra) is not installed")
+def s3(s3_server, s3_bucket):
+    """(endpoint, client, bucket): the shared moto server and this test's own bucket on it."""
     import boto3
 
-    from auditkit_ray.testing.s3 import start_moto_server
-
-    log = open(tmp_path / "moto.log", "w")
-    proc, url, _ = start_moto_server(log)
-    client = boto3.client("s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing",
+    client = boto3.client("s3", endpoint_url=s3_server["url"], region_name="us-east-1", aws_access_key_id="testing",
                           aws_secret_access_key="testing")
-    client.create_bucket(Bucket="runs")
-    yield url, client
-    proc.terminate()
-    proc.wait(timeout=10)
-    log.close()
+    return s3_server["url"], client, s3_bucket
 
 
-def upload_run(client, local_store: Path, fp: str, prefix: str, endpoint: str) -> None:
-    """A locally written run copied into ``s3://runs/<prefix>/``, its table pointed at its S3 copy."""
+def upload_run(client, bucket: str, local_store: Path, fp: str, prefix: str, endpoint: str) -> None:
+    """A locally written run copied into ``s3://<bucket>/<prefix>/``, its table pointed at its S3 copy."""
     run_dir = local_store / "runs" / fp
     result = json.loads((run_dir / "result.json").read_text())
     shards = Path(result["samples_path"])
-    result["samples_path"] = f"s3://runs/{prefix}/runs/{fp}/{shards.name}"
-    result["config"]["store"] = {"path": f"s3://runs/{prefix}", "endpoint_url": endpoint}
+    result["samples_path"] = f"s3://{bucket}/{prefix}/runs/{fp}/{shards.name}"
+    result["config"]["store"] = {"path": f"s3://{bucket}/{prefix}", "endpoint_url": endpoint}
     for f in sorted(shards.iterdir()):
-        client.put_object(Bucket="runs", Key=f"{prefix}/runs/{fp}/{shards.name}/{f.name}", Body=f.read_bytes())
-    client.put_object(Bucket="runs", Key=f"{prefix}/runs/{fp}/result.json", Body=json.dumps(result).encode())
+        client.put_object(Bucket=bucket, Key=f"{prefix}/runs/{fp}/{shards.name}/{f.name}", Body=f.read_bytes())
+    client.put_object(Bucket=bucket, Key=f"{prefix}/runs/{fp}/result.json", Body=json.dumps(result).encode())
 
 
 def test_an_s3_store_is_browsed_and_diffed_like_a_local_one(s3, tmp_path, kit, page):
-    endpoint, client = s3
+    endpoint, client, bucket = s3
     local = tmp_path / "local"
     a = kit.write_run(local, "s3/a", n=40, right=lambda i: i % 4 != 0, config=kit.config_of("s3/a", "m-a"))
     b = kit.write_run(local, "s3/b", n=40, right=lambda i: i % 5 != 0, created_at="2026-05-01T00:00:00+00:00",
                       config=kit.config_of("s3/b", "m-b", api_key=kit.SECRET))
-    upload_run(client, local, a, "evals", endpoint)
+    upload_run(client, bucket, local, a, "evals", endpoint)
     env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
-    v = kit.Viewer(["--store", "s3://runs/evals", "--endpoint-url", endpoint, "--port", "0"], tmp_path / "view.log",
-                   env=env)
+    v = kit.Viewer(["--store", f"s3://{bucket}/evals", "--endpoint-url", endpoint, "--port", "0"],
+                   tmp_path / "view.log", env=env)
     try:
         page.open(v.url)
         assert page.locator("a.run-link").all_text_contents() == ["s3/a"]
-        upload_run(client, local, b, "evals", endpoint)  # a run finishing while the viewer runs
+        upload_run(client, bucket, local, b, "evals", endpoint)  # a run finishing while the viewer runs
         page.open(v.base + "/#/runs?since=2026")
         assert sorted(page.locator("a.run-link").all_text_contents()) == ["s3/a", "s3/b"]
         page.open(v.base + f"/#/run/{b}?metric=exact_match&max=0")

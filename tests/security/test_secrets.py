@@ -13,7 +13,7 @@ pytest.importorskip("aiohttp", reason="the api backend needs the 'api' extra")
 from auditkit_ray.cli import main  # noqa: E402
 from auditkit_ray.testing import OpenAIServer, ScriptedPolicy  # noqa: E402
 
-pytestmark = pytest.mark.usefixtures("ray_cluster")
+pytestmark = pytest.mark.usefixtures("ray_cluster", "library_warnings_on_stderr")
 SECRET = "sk-planted-SECRET-4242-zzq"
 
 

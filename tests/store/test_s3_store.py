@@ -11,7 +11,7 @@ from auditkit_ray import RunResult
 from auditkit_ray.api import evaluate
 from auditkit_ray.store.s3 import S3Store
 
-pytestmark = pytest.mark.usefixtures("ray_cluster")
+pytestmark = pytest.mark.usefixtures("ray_cluster", "library_warnings_on_stderr")
 
 
 def test_atomic_write_never_overwrites_and_lists(s3_server, s3_bucket):

@@ -9,7 +9,7 @@ from auditkit_ray.api import evaluate
 from auditkit_ray.store.base import open_store
 from auditkit_ray.store.db import ExperimentDB
 
-pytestmark = pytest.mark.usefixtures("ray_cluster")
+pytestmark = pytest.mark.usefixtures("ray_cluster", "library_warnings_on_stderr")
 
 
 def test_deleting_the_index_and_syncing_from_the_store_restores_the_same_query_answers(make_spec, tmp_path):

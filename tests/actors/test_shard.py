@@ -12,6 +12,8 @@ from auditkit_ray.actors.shard import ShardPayload, StageFields, pack, planned_r
 from auditkit_ray.cluster import compat as ray_compat
 from auditkit_ray.errors import RunError
 
+pytestmark = pytest.mark.usefixtures("library_warnings_on_stderr")
+
 
 def test_a_planned_row_unpacks_to_the_payload_the_driver_planned_and_takes_its_run_from_the_row():
     items = [{"request": {"sample_id": "a", "prompt": "p", "repeat": 0}}]

@@ -5,7 +5,7 @@ pre-filled cache. Resolving a branch online is not exercised here: it needs
 the Hub's servers, and no stand-in for them is used.
 
 The session cluster's workers read the cache named by ``session_caches``
-(tests/pipeline/conftest.py); the driver (this process) is pointed at it with
+(tests/conftest.py); the driver (this process) is pointed at it with
 ``HF_HUB_CACHE``.
 """
 
@@ -22,7 +22,7 @@ import yaml
 from auditkit_ray.api import evaluate, run_fingerprint
 from auditkit_ray.cli import main
 
-pytestmark = pytest.mark.usefixtures("ray_cluster")
+pytestmark = pytest.mark.usefixtures("ray_cluster", "library_warnings_on_stderr")
 
 REPO = "tiny-org/tiny-llama"
 SHA1 = "1" * 40

@@ -16,7 +16,7 @@ from auditkit_ray.api import evaluate
 from auditkit_ray.cli import main
 from auditkit_ray.pipeline.identity import dataset_fingerprint, dataset_identity, hash_path
 
-pytestmark = pytest.mark.usefixtures("ray_cluster")
+pytestmark = pytest.mark.usefixtures("ray_cluster", "library_warnings_on_stderr")
 
 REPO = Path(__file__).resolve().parents[2]
 WORD_PROBLEMS = REPO / "examples" / "data" / "word_problems_test.jsonl"

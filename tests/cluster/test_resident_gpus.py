@@ -7,7 +7,7 @@ from resident_engines import resident_list, residents
 
 from auditkit_ray.api import evaluate
 
-pytestmark = pytest.mark.usefixtures("ray_cluster")
+pytestmark = pytest.mark.usefixtures("ray_cluster", "library_warnings_on_stderr")
 
 
 def _model(output: str) -> dict:

@@ -19,6 +19,8 @@ from local_cluster import free_port, stop_cluster  # tests/support
 from auditkit_ray.cli import main
 from auditkit_ray.sources import s3model
 
+pytestmark = pytest.mark.usefixtures("library_warnings_on_stderr")
+
 pytest.importorskip("boto3", reason="S3 tests need the 's3' extra (make test installs it)")
 BIN = Path(sys.executable).parent
 RAY = str(BIN / "ray")

@@ -8,7 +8,7 @@ import yaml
 
 from auditkit_ray.cli import main
 
-pytestmark = pytest.mark.usefixtures("ray_cluster")
+pytestmark = pytest.mark.usefixtures("ray_cluster", "library_warnings_on_stderr")
 
 
 def _file(tmp_path, name, spec):

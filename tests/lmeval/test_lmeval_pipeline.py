@@ -13,7 +13,7 @@ pytest.importorskip("lm_eval", reason="the lm-eval bridge needs the 'lmeval' ext
 from auditkit_ray.api import samples_table  # noqa: E402
 from auditkit_ray.lmeval import run_lmeval  # noqa: E402
 
-pytestmark = pytest.mark.usefixtures("ray_cluster")
+pytestmark = pytest.mark.usefixtures("ray_cluster", "library_warnings_on_stderr")
 
 TASKS = ["auditkit_arith_gen", "auditkit_arith_mc"]
 #: metrics whose per-sample values are 0/1: equal means exactly equal

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.usefixtures("library_warnings_on_stderr")
+
 pytest.importorskip("ray", reason="the pipeline needs the 'ray' extra")
 
 
