@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from ..errors import require
+from ..errors import ConfigError, require
 from .local import int_or_float, log_to_driver, start_local, worker_env
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ def init_ray(address: str | None, execution: Any) -> Any:
                 return ray
         if address:
             # a cluster elsewhere: its workers import user code from the job's working directory
-            ray.init(address=address, runtime_env={"env_vars": worker_env()}, **kwargs)
+            join(ray, address, runtime_env={"env_vars": worker_env()}, **kwargs)
             _CONNECTION.append(Connection("address"))
         else:
             start_local(getattr(execution, "num_cpus", None), getattr(execution, "num_gpus", None),
@@ -109,3 +109,73 @@ def _sigterm_kept() -> Iterator[None]:
             signal.signal(signal.SIGTERM, before)
 
 
+
+
+#: how long a cluster at an address has to answer on its port: a head node started a moment before may still be
+#: opening it. Past that a run says no cluster is there, where Ray would try 20 times, for up to a minute each.
+REACH_S = 10.0
+
+
+def join(ray: Any, address: str, **kwargs: Any) -> None:
+    """``ray.init(address=address)`` for a cluster someone named (``--address``, ``RAY_ADDRESS``): an address where
+    nothing answers, or a cluster that refuses to be joined, is a one-line ConfigError naming the address and what
+    to do, not a traceback or a wait of many minutes."""
+    _check_reachable(address)
+    try:
+        ray.init(address=address, **kwargs)
+    except (ConnectionError, RuntimeError) as exc:
+        text = " ".join(_chain_texts(exc))
+        if "InvalidAuthToken" in text or "AuthenticationError" in text or "Authentication token" in text:
+            raise ConfigError(
+                f"the Ray cluster at {address} asks for a token (Ray's token authentication) and this process sent "
+                f"none it accepts: set RAY_AUTH_MODE=token, with the cluster's token in ~/.ray/auth_token, "
+                f"RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN") from None
+        if isinstance(exc, ConnectionError):
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise ConfigError(f"cannot join the Ray cluster at {address}: {first}") from None
+        raise
+
+
+def _chain_texts(exc: BaseException) -> Iterator[str]:
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        yield f"{type(cur).__name__}: {cur}"
+        cur = cur.__cause__ or cur.__context__
+
+
+def host_port(address: str) -> tuple[str, int] | None:
+    """``(host, port)`` of a ``host:port`` or ``ray://host:port`` address; None for the others (``auto``,
+    ``local``), which Ray resolves itself."""
+    rest = address.split("://", 1)[1] if "://" in address else address
+    host, sep, port = rest.rstrip("/").rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return None
+    return host.strip("[]"), int(port)
+
+
+def _check_reachable(address: str, wait_s: float = REACH_S) -> None:
+    """A ConfigError when nothing listens at ``address``'s port within ``wait_s``, or its host has no address."""
+    import socket
+    import time
+
+    target = host_port(address)
+    if target is None:
+        return
+    host, port = target
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            with socket.create_connection((host, port), timeout=max(0.5, min(2.0, deadline - time.monotonic()))):
+                return
+        except socket.gaierror as exc:
+            raise ConfigError(f"no Ray cluster at {address}: the host {host!r} has no address "
+                              f"({exc.strerror or exc}); check --address or RAY_ADDRESS") from None
+        except OSError as exc:
+            if time.monotonic() >= deadline:
+                why = exc.strerror or type(exc).__name__
+                raise ConfigError(
+                    f"no Ray cluster answers at {address} (port {port} of {host}: {why}, for {wait_s:.0f} s): start "
+                    f"one there (`ray start --head --port {port}`) or check --address or RAY_ADDRESS") from None
+            time.sleep(0.5)

@@ -18,7 +18,9 @@ def _join(address: str) -> Any:
     import ray
 
     if not ray.is_initialized():
-        ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
+        from .connect import join
+
+        join(ray, address, logging_level=logging.ERROR, log_to_driver=False)
     return ray
 
 

@@ -132,3 +132,33 @@ def test_an_s3_store_at_a_wrong_endpoint_fails_in_seconds_naming_the_endpoint_an
     # the wait is the one set (a connection, then twice it for the answer), not the minute of retries a store
     # that has answered gets during an outage; bounded loosely for a loaded host
     assert took < 30, (took, lines)
+
+
+def test_a_cluster_address_where_nothing_listens_is_one_line_naming_it_not_a_wait_of_many_minutes(tmp_path):
+    # Ray itself tries 20 times, up to a minute each; the console's timeout below is the bound that fails a hang
+    port = _closed_port().rsplit(":", 1)[1]
+    (tmp_path / "d.jsonl").write_text(ECHO_DATA)
+    (tmp_path / "run.json").write_text(json.dumps({
+        "name": "a", "model": {"type": "echo"}, "dataset": {"path": "d.jsonl"}, "metrics": ["exact_match"],
+        "store": {"path": "results"}}))
+    for argv in (("run", "run.json", "--address", f"127.0.0.1:{port}"), ("status", "--address", f"127.0.0.1:{port}")):
+        r = console(*argv, cwd=tmp_path, timeout=120)
+        lines = _lines(r.stderr)
+        assert r.returncode == 2 and len(lines) == 1, (argv, r.returncode, r.stderr)
+        assert lines[0].startswith(f"error: no Ray cluster answers at 127.0.0.1:{port} "), lines
+        assert f"ray start --head --port {port}" in lines[0] and "RAY_ADDRESS" in lines[0], lines
+    # the same address from the environment, and a host that has no address at all
+    r = console("run", "run.json", cwd=tmp_path, env={"RAY_ADDRESS": "no-such-host.invalid:6379"}, timeout=120)
+    lines = _lines(r.stderr)
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert lines[0].startswith("error: no Ray cluster at no-such-host.invalid:6379: the host"), lines
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("address, expected", [
+    ("127.0.0.1:6379", ("127.0.0.1", 6379)), ("ray://head.svc:10001", ("head.svc", 10001)),
+    ("[::1]:6379", ("::1", 6379)), ("auto", None), ("local", None), ("head:port", None)])
+def test_the_address_a_run_checks_before_joining_is_host_and_port_and_ray_resolves_the_others(address, expected):
+    from auditkit_ray.cluster.connect import host_port
+
+    assert host_port(address) == expected

@@ -225,3 +225,23 @@ def test_resident_engines_at_an_address_are_opt_in_and_serve_the_next_command(cl
     out = console("evict", "--all", "--address", cluster["gcs"], env=env, timeout=120)
     assert out.returncode == 0 and "evicted" in out.stdout, out.stdout
     assert residents() == []
+
+
+def test_joining_a_token_cluster_without_its_token_is_one_line_saying_how_to_send_it(cluster, tmp_path, data_file):
+    """A cluster `ray start` made asks for a token (Ray 2.60's default); a command that joins it without
+    ``RAY_AUTH_MODE=token`` gets one line naming the address and the settings, not Ray's traceback."""
+    from console import console
+
+    env = {**cluster["env"], "AUDITKIT_RAY_WARM": "0", "RAY_AUTH_MODE": ""}
+    env.pop("RAY_ADDRESS", None)
+    cfg = tmp_path / "run.json"
+    cfg.write_text(json.dumps({
+        "name": "tok", "model": {"type": "simulated", "fixed_cost_s": 0.0, "output": "target"},
+        "dataset": {"path": str(data_file), "input_field": "question", "target_field": "answer"},
+        "metrics": ["exact_match"], "store": {"path": str(tmp_path / "store")}, "tracking": {"index": False}}))
+    r = console("run", cfg, "--address", cluster["gcs"], env=env, timeout=300)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith("(Ray and library log lines")]
+    assert r.returncode == 2 and len(lines) == 1, (r.returncode, r.stderr)
+    assert lines[0].startswith(f"error: the Ray cluster at {cluster['gcs']} asks for a token"), lines
+    assert "RAY_AUTH_MODE=token" in lines[0], lines
+    assert not (tmp_path / "store" / "runs").exists()
