@@ -107,14 +107,24 @@ class RunContext:
         self.specs: dict[str, RunSpec] = {}
         self.stores: dict[str, ResultStore] = {}
         self.layouts: dict[str, RunLayout] = {}
+        #: each run's spec as the command sent it: what tells a later command's run of the same fingerprint apart
+        self.sent: dict[str, str] = {}
         self.add(runs)
 
+    def changed(self, runs: Runs) -> bool:
+        """Whether ``runs`` holds a run this stage does not know, or knows as another command sent it."""
+        return any(self.sent.get(k) != v[0] for k, v in runs.items())
+
     def add(self, runs: Runs) -> None:
-        """Serve these runs too (a generation actor started before its runs were planned learns them so)."""
+        """Serve these runs too (a generation actor started before its runs were planned learns them so). A run
+        of a fingerprint already known, sent by a later command that leased this resident actor, replaces the
+        earlier one's: the fingerprint leaves out where results go and how they are sharded (``store``,
+        ``execution.shard_size``), which are that command's."""
         for k, v in runs.items():
-            if k not in self.specs:
+            if self.sent.get(k) != v[0]:
                 self.stores[k], self.layouts[k] = v[1], v[2]
                 self.specs[k] = RunSpec.model_validate_json(v[0])
+                self.sent[k] = v[0]
 
     def of(self, stage: str, run: str) -> tuple[RunSpec, ResultStore, RunLayout]:
         """The run's spec, store and layout; a shard of a run this stage was not given fails naming both."""

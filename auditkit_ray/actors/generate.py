@@ -389,6 +389,6 @@ class Generator:
 
     def serve(self, runs: Runs) -> None:
         """Serve these runs too (learnt once per run, from the shards' pipeline)."""
-        if any(k not in self.ctx.specs for k in runs):
+        if self.ctx.changed(runs):
             with self._load_lock:
                 self.ctx.add(runs)

@@ -188,6 +188,31 @@ def test_no_resident_keeps_nothing_loaded_after_the_run(warm_env, sim_run):
     assert _status(warm_env)["residents"] == []
 
 
+def test_a_resident_model_serving_the_same_run_for_another_command_uses_that_commands_store_and_shards(
+        warm_env, sim_run, tmp_path):
+    # a run's fingerprint leaves out where its results go and how it is sharded: a later command's run of the same
+    # fingerprint, served by the resident actor the first command left, is that command's (it was the first's:
+    # its outputs went to the first store, and other shard sizes failed with Arrow's length error)
+    first = console("run", sim_run, "--quiet", "--json", env=warm_env, timeout=240)
+    assert first.returncode == 0, first.stderr
+    (resident,) = _status(warm_env)["residents"]
+    before = {p: p.stat().st_mtime_ns for p in (tmp_path / "store").rglob("*") if p.is_file()}
+    doc = json.loads(sim_run.read_text())
+    doc["store"]["path"] = str(tmp_path / "other")
+    doc["execution"]["shard_size"] = 2
+    other = tmp_path / "other.yaml"
+    other.write_text(json.dumps(doc))
+    second = console("run", other, "--quiet", "--json", env=warm_env, timeout=240)
+    assert second.returncode == 0, second.stderr
+    assert [r["pid"] for r in _status(warm_env)["residents"]] == [resident["pid"]], "not the same resident actor"
+    a, b = json.loads(first.stdout), json.loads(second.stdout)
+    assert a["fingerprint"] == b["fingerprint"]
+    assert b["metrics"]["exact_match"] == a["metrics"]["exact_match"]
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "store").rglob("*") if p.is_file()} == before, \
+        "the second command wrote into the first one's store"
+    assert _rows(second.stdout) == _rows(first.stdout)
+
+
 # ------------------------------------------------------------------ a changed checkpoint
 def test_a_resident_model_whose_checkpoint_files_changed_is_reloaded_not_served_from_memory(
         tmp_path, warm_env, tiny_model):
