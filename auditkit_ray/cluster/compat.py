@@ -96,15 +96,33 @@ def _private(what: str, get: Callable[[], T]) -> T:
                              f"adapter (cluster/compat.py) was written for Ray {_range()}") from None
 
 
-def actor_state(handle: Any) -> str | None:
-    """Ray's state of an actor (``PENDING_CREATION``, ``ALIVE``, ``RESTARTING``, ``DEAD``...) from the GCS's actor
-    table; None where the installed Ray is not one this module was written for, or the actor is unknown."""
+def _actor_info(handle: Any) -> dict | None:
+    """The GCS's actor table entry of an actor; None where the installed Ray is not one this module was written
+    for, or the actor is unknown."""
     if not written_for():
         return None
     actors = _attr("ray._private.state", "actors")
     actor_id = _private("ActorHandle._actor_id", lambda: handle._actor_id.hex())
     info = actors(actor_id=actor_id)
-    return info.get("State") if isinstance(info, dict) else None
+    return info if isinstance(info, dict) else None
+
+
+def actor_state(handle: Any) -> str | None:
+    """Ray's state of an actor (``PENDING_CREATION``, ``ALIVE``, ``RESTARTING``, ``DEAD``...) from the GCS's actor
+    table; None where the installed Ray is not one this module was written for, or the actor is unknown."""
+    info = _actor_info(handle)
+    return info.get("State") if info else None
+
+
+def waiting_for_place(handle: Any) -> bool | None:
+    """Whether an actor waits for a place: ``PENDING_CREATION`` with no worker leased to it yet. One that has its
+    worker (the GCS knows its pid) is ``PENDING_CREATION`` too while its worker starts and its ``__init__`` runs,
+    holding its resources already: on a loaded host that lasts seconds. None where Ray cannot be asked (as for
+    ``actor_state``)."""
+    info = _actor_info(handle)
+    if not info:
+        return None
+    return info.get("State") == "PENDING_CREATION" and not info.get("Pid")
 
 
 #: how long ``kill_actors`` lets actors still being created finish their creation before killing them

@@ -41,8 +41,10 @@ LEASE_TTL_S = 45.0
 TICK_S = 1.0
 #: how often it asks each resident for its memory
 MEMORY_EVERY_S = 10.0
-#: a command's new actor still waiting for a place after this long, while idle residents hold GPUs, takes theirs
-PENDING_GRACE_S = 2.0
+#: a command's new actor still waiting for a place after this long, while idle residents hold GPUs, takes theirs.
+#: Ray tells the GCS an actor's worker once the worker has started, which took seconds on a loaded two-core host:
+#: a shorter wait takes an actor whose worker is starting for one waiting for a place
+PENDING_GRACE_S = 5.0
 #: how long the registry stays with no resident before it stops itself
 EMPTY_LINGER_S = 20.0
 DEFAULT_MEMORY_SHARE = 0.5
@@ -221,8 +223,10 @@ class Registry:
         command's actors still leased a moment before their release, or just started and not yet registered, or
         two commands counting the same freed GPUs (sweep cells start together). So the registry also looks:
         a leased actor of its own still waiting for a place after ``PENDING_GRACE_S`` gets the GPUs of idle
-        residents, least recently used first, as many as the waiting actors need."""
-        from .compat import actor_state
+        residents, least recently used first, as many as the waiting actors need. An actor whose worker is still
+        starting (``compat.waiting_for_place``: its GPUs are its own already) is not waiting: on a loaded host
+        counting it made a command's new actors evict the idle residents they had left room for."""
+        from .compat import waiting_for_place
 
         mono = time.monotonic()
         if mono < self._room_after:
@@ -232,16 +236,15 @@ class Registry:
                        if e["lease"] is not None and e["gpus"] > 0 and not e.get("placed")]
         need = 0.0
         for _, e in waiting:
-            state = actor_state(e["handle"])
-            if state is None:
+            unplaced = waiting_for_place(e["handle"])
+            if unplaced is None:
                 return  # a Ray this registry cannot ask: make_room alone decides
-            if state == "PENDING_CREATION":
+            if unplaced:
                 if mono - e.setdefault("waiting_since", mono) >= PENDING_GRACE_S:
                     need += e["gpus"]
                 continue
-            e.pop("waiting_since", None)
-            if state == "ALIVE":
-                e["placed"] = True  # never asked about again
+            # placed: its worker holds its GPUs, whether its creation is over or not; never asked about again
+            e["placed"] = True
         # what Ray shows free did not fit them (another node's, or promised to another command): not counted
         if need and self.make_room(need, timeout_s=0.0, count_free=False):
             log.info("idle residents evicted for %g GPUs that a command's new actors waited for", need)

@@ -82,3 +82,47 @@ def test_an_actor_waiting_for_gpus_that_idle_residents_took_after_make_room_gets
         ray.get(reg.release.remote("new", True))
     finally:
         registry.evict(ray, None)
+
+
+class _SlowStart(_Holder):
+    """A stand-in engine whose creation takes seconds after Ray placed it (a model load, a slow host)."""
+
+    def __init__(self, seconds: float) -> None:
+        import time
+
+        time.sleep(seconds)
+
+
+def test_an_actor_placed_but_still_being_created_takes_no_idle_residents_gpus(ray_cluster):
+    """A command's new actor that Ray has placed (its worker holds its GPUs) is ``PENDING_CREATION`` until its
+    ``__init__`` returns. The registry does not take it for one waiting for GPUs: the idle residents on the
+    other GPUs stay loaded. (On a loaded CI host such creations outlasted the registry's grace and evicted the
+    residents a command had just left room for.)"""
+    import time
+
+    from auditkit_ray.cluster import residents as registry
+    from auditkit_ray.cluster.compat import actor_state, waiting_for_place
+
+    ray = ray_cluster
+    reg = registry.registry(ray)
+    try:
+        idle = [ray.remote(_Holder).options(num_gpus=1, num_cpus=0).remote() for _ in range(2)]
+        ray.get([a.ready.remote() for a in idle])
+        ray.get(reg.add.remote("other", "key-other", "other model", [(f"idle-{k}", a) for k, a in enumerate(idle)],
+                               1.0))
+        ray.get(reg.release.remote("other", True))
+        ray.get(reg.acquire.remote("key-new", 1, "new", "test"))
+        slow = ray.remote(_SlowStart).options(num_gpus=2, num_cpus=0).remote(registry.PENDING_GRACE_S + 12)
+        ray.get(reg.add.remote("new", "key-new", "new model", [("new-0", slow)], 2.0))
+        deadline = time.monotonic() + 30
+        while waiting_for_place(slow) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert actor_state(slow) == "PENDING_CREATION" and waiting_for_place(slow) is False
+        # the registry looks every TICK_S; a look at the residents' memory waits up to 5 s on an actor being created
+        time.sleep(registry.PENDING_GRACE_S + 7)
+        names = sorted(r["name"] for r in ray.get(reg.status.remote(False))["residents"])
+        assert names == ["idle-0", "idle-1", "new-0"], names
+        assert ray.get(slow.ready.remote(), timeout=60) is True
+        ray.get(reg.release.remote("new", True))
+    finally:
+        registry.evict(ray, None)
