@@ -14,6 +14,9 @@ MODEL_ENV = "AUDITKIT_GPU_CHECK_MODEL"
 NO_CUDA = "no CUDA device: torch.cuda.is_available() is False"
 #: logical GPUs of the dry mode's cluster
 DRY_GPUS = 2
+#: the GPU test files whose dry mode CPU CI runs in a nested pytest of its own (test_gpu_dry_mode.py); the
+#: script's dry run in test_gpu_check_script.py takes the others
+DRY_NESTED_FILES = ("tests/gpu/test_gpu_memory.py", "tests/gpu/test_gpu_resident.py")
 
 
 @dataclass(frozen=True)
