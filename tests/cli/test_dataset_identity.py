@@ -9,6 +9,9 @@ import json
 import pytest
 from console import console
 
+# each command runs on the worker's warm cluster (tests/conftest.py's warm_commands)
+pytestmark = pytest.mark.usefixtures("warm_commands")
+
 boto3 = pytest.importorskip("boto3", reason="S3 tests need the 's3' extra (make test installs it)")
 
 

@@ -14,6 +14,9 @@ from console import console
 
 from auditkit_ray.testing.runs import build_run
 
+# each command runs on the worker's warm cluster (tests/conftest.py's warm_commands)
+pytestmark = pytest.mark.usefixtures("warm_commands")
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 from console import console
 
+# each command runs on the worker's warm cluster (tests/conftest.py's warm_commands)
+pytestmark = pytest.mark.usefixtures("warm_commands")
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -6,7 +6,11 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from console import console
+
+# each command runs on the worker's warm cluster (tests/conftest.py's warm_commands)
+pytestmark = pytest.mark.usefixtures("warm_commands")
 
 
 def _fp(out: str) -> str:

@@ -9,8 +9,12 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from console import console
 from stored_runs import drop_shards
+
+# each command runs on the worker's warm cluster (tests/conftest.py's warm_commands)
+pytestmark = pytest.mark.usefixtures("warm_commands")
 
 SHARDS = 6  # per cell: 12 samples in shards of 2
 

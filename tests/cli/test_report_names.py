@@ -7,9 +7,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from console import console
 
 from auditkit_ray.testing.runs import build_run
+
+# each command runs on the worker's warm cluster (tests/conftest.py's warm_commands)
+pytestmark = pytest.mark.usefixtures("warm_commands")
 
 
 def _report(r) -> dict:

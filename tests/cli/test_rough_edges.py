@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from console import console
 
 from auditkit_ray.testing.runs import build_run
+
+# each command runs on the worker's warm cluster (tests/conftest.py's warm_commands)
+pytestmark = pytest.mark.usefixtures("warm_commands")
 
 
 def test_a_sweep_report_with_a_failed_cell_reads_failed_not_ok(tmp_path):

@@ -9,8 +9,12 @@ import re
 import time
 from pathlib import Path
 
+import pytest
 from console import console
 from stored_runs import drop_shards
+
+# each command runs on the worker's warm cluster (tests/conftest.py's warm_commands)
+pytestmark = pytest.mark.usefixtures("warm_commands")
 
 SIM = {"type": "simulated", "fixed_cost_s": 0.3, "per_token_s": 0.0, "output": "prompt"}
 GENERATION_FIGURES = ("samples/s", "latency", "tokens", "of generation", "ETA")

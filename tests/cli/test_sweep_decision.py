@@ -7,7 +7,11 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from console import console
+
+# each command runs on the worker's warm cluster (tests/conftest.py's warm_commands)
+pytestmark = pytest.mark.usefixtures("warm_commands")
 
 FP = re.compile(r"^  (\S+)  ([0-9a-f]{12})(?:  (\d+) samples)?$", re.M)
 

@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from console import console
+
+# each command runs on the worker's warm cluster (tests/conftest.py's warm_commands)
+pytestmark = pytest.mark.usefixtures("warm_commands")
 
 SIM = {"type": "simulated", "fixed_cost_s": 0.0, "per_token_s": 0.0}
 
