@@ -200,7 +200,7 @@ def test_a_sweep_whose_every_cell_fails_exits_1_with_each_reason(tmp_path, capsy
     f.write_text(json.dumps(doc), encoding="utf-8")
     code, out, err = _cli(capsys, "sweep", str(f))
     assert code == 1
-    assert "Traceback" not in out + err
+    assert "Traceback" not in out + err, err[-6000:]  # whole: the diff pytest prints cuts the traceback short
     assert "2 of 2 cells failed" in out
     assert out.count("load_timeout_s=2s") == 2
     assert _wait_gpus_free(ray_cluster) == 4
