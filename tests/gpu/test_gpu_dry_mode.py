@@ -26,10 +26,9 @@ def test_the_resident_engine_and_device_memory_gpu_tests_pass_in_the_dry_mode(tm
     pytest.importorskip("ray", reason="the GPU tests need the 'ray' extra")
     pytest.importorskip("torch", reason="the GPU tests' dry mode needs torch (the 'hf' extra)")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER")}
-    # what scripts/gpu-check.sh sets for its test step
+    # what scripts/gpu-check.sh sets for its test step; the offline settings and the experiment index come from
+    # tests/conftest.py, which this session and the nested one both load
     env.update(AUDITKIT_GPU_CHECK_CPU="1", AUDITKIT_GPU_CHECK_MODEL=str(tiny_model),
-               AUDITKIT_RAY_DB=str(tmp_path / "experiments.sqlite"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               RAY_USAGE_STATS_ENABLED="0", TOKENIZERS_PARALLELISM="false",
                PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
     junit = tmp_path / "gpu-tests.xml"
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "gpu", *DRY_NESTED_FILES, "-ra", "-v",
