@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from auditkit_ray.core.stderr import StderrHandler
+
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -155,25 +157,13 @@ def s3_bucket(s3_server) -> str:
     return name
 
 
-class _StderrNow(logging.StreamHandler):
-    """Writes to ``sys.stderr`` as it is at each record (``capsys`` replaces it per test)."""
-
-    @property
-    def stream(self):
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, _):
-        """StreamHandler's own assignment (in its ``__init__``) is ignored: the stream is always today's stderr."""
-
-
 @pytest.fixture
 def library_warnings_on_stderr():
     """The library logs its warnings (``logging``); what reaches the terminal is the application's choice,
     the command line's for a user of it. Tests that read the warnings where such a user sees them, on stderr,
     set up the same: the package's warnings, as ``warning: <message>``, on stderr (every test of
     tests/pipeline, and the Ray tests that moved from there to their subject's folder)."""
-    handler = _StderrNow()
+    handler = StderrHandler()  # capsys replaces sys.stderr per test
     handler.setLevel(logging.WARNING)
     handler.setFormatter(logging.Formatter("warning: %(message)s"))
     logger = logging.getLogger("auditkit_ray")

@@ -16,7 +16,9 @@ What it uses, and why:
   being created (``actor_state``, ``kill_actors``; the public state API
   goes through the dashboard, which a warm cluster does not start);
 - the names of two of Ray's loggers, whose notices about Ray's own defaults
-  are dropped (``dropped``, ``drop_progress_notice``).
+  are dropped (``dropped``, ``drop_progress_notice``);
+- ``ray._private.log.PlainRayHandler``, Ray's console handler, made to write
+  to ``sys.stderr`` as it is at each record (``console_follows_stderr``).
 
 Each is a start-up, shutdown or noise tweak: without it Ray works as it
 always does. So with a Ray outside ``RAY_WRITTEN_FOR`` (``written_for()``
@@ -34,6 +36,7 @@ import logging
 import time
 from typing import Any, Callable, Iterator, TypeVar
 
+from ..core.stderr import FollowsStderr
 from ..errors import RunError
 
 log = logging.getLogger(__name__)
@@ -200,6 +203,40 @@ def dropped(logger: str, prefix: str) -> Iterator[None]:
 def drop_progress_notice() -> None:
     """Drop Ray Data's notice that its progress bars are off, for good (logging adds a filter once)."""
     logging.getLogger(PROGRESS_LOGGER).addFilter(_PROGRESS_FILTER)
+
+
+# --------------------------------------------------------------------------- Ray's console handler
+# Ray's console handler (``ray._private.log.PlainRayHandler``, on the "ray" and "ray.data" loggers) says it writes to
+# whatever sys.stderr is when a record comes, but it calls StreamHandler.emit, which writes to the stream it was made
+# with: sys.stderr as it was when Ray, or Ray Data, was imported. A process that imported Ray while its stderr was
+# redirected (a test's capsys, a notebook cell's capture, contextlib.redirect_stderr) and closed that stream later
+# printed "--- Logging error --- ValueError: I/O operation on closed file" with a traceback for every record of
+# Ray's, such as Ray Data's notice that a run's pipeline aborts, instead of the record.
+CONSOLE_HANDLER = ("ray._private.log", "PlainRayHandler")
+
+
+@functools.lru_cache(maxsize=1)
+def _console_following_stderr() -> tuple[type, type]:
+    plain = _attr(*CONSOLE_HANDLER)
+    return plain, type("PlainRayHandlerFollowingStderr", (FollowsStderr, plain), {})
+
+
+def console_follows_stderr() -> int:
+    """Ray's console handlers made so far write to ``sys.stderr`` as it is at each record, as Ray means them to;
+    returns how many were changed. Called as a command connects to Ray and as each pipeline starts (Ray Data makes
+    its handlers when it is imported)."""
+    if not written_for():
+        return 0
+    plain, following = _console_following_stderr()
+    changed = 0
+    loggers = [logging.getLogger()] + [lg for lg in list(logging.root.manager.loggerDict.values())
+                                       if isinstance(lg, logging.Logger)]
+    for lg in loggers:
+        for handler in list(lg.handlers):
+            if type(handler) is plain:
+                handler.__class__ = following
+                changed += 1
+    return changed
 
 
 # --------------------------------------------------------------------------- the local cluster's processes

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from ..errors import ConfigError, require
+from . import compat
 from .local import int_or_float, log_to_driver, start_local, worker_env
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,7 @@ def init_ray(address: str | None, execution: Any) -> Any:
         # Ray reads the mode when it is imported, so a driver that joins it says so before that
         os.environ.setdefault("RAY_AUTH_MODE", "token")
     ray = require("ray", "ray")
+    compat.console_follows_stderr()
     if ray.is_initialized():
         return ray
     kwargs: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": log_to_driver()}

@@ -9,13 +9,13 @@ import contextlib
 import json
 import logging
 import re
-import sys
 import time
 from typing import Any, Callable, Iterator
 
 from ..actors.context import DriverContext
 from ..actors.shard import read_outcome
 from ..config.models import RunSpec
+from ..core.stderr import StderrHandler
 from ..errors import RAY_LOST_ERRORS, AuditKitError, InfrastructureError, Interrupted, RunError
 from ..store.db import ExperimentDB
 from ..store.layout import RunLayout
@@ -39,21 +39,6 @@ def _resources(ray: Any, spec: RunSpec, scoring_actors: int) -> dict[str, Any]:
     return {"score_cpus": round(score_cpus, 3)}
 
 
-class _StderrHandler(logging.StreamHandler):
-    """Writes each record to ``sys.stderr`` as it is when the record comes (not when the handler was made)."""
-
-    def __init__(self) -> None:
-        super().__init__(sys.stderr)
-
-    @property  # type: ignore[override]
-    def stream(self) -> Any:
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, _: Any) -> None:
-        pass
-
-
 @contextlib.contextmanager
 def _progress_shown(enabled: bool) -> Iterator[None]:
     """A caller that asked for progress sees it: when the application has configured no logging at all (a
@@ -62,7 +47,7 @@ def _progress_shown(enabled: bool) -> Iterator[None]:
     if not enabled or progress_log.hasHandlers():
         yield
         return
-    handler, level = _StderrHandler(), progress_log.level
+    handler, level = StderrHandler(), progress_log.level
     progress_log.addHandler(handler)
     progress_log.setLevel(logging.INFO)
     try:

@@ -33,6 +33,7 @@ def quiet_ray_data() -> None:
     ctx.enable_fallback_to_arrow_object_ext_type = True
     logging.getLogger("ray.data").setLevel(logging.WARNING)
     ray_compat.drop_progress_notice()
+    ray_compat.console_follows_stderr()
     # Ray 2.60 takes max_restarts and scheduling_strategy only among its ray_remote_args, which it calls
     # deprecated. One process-wide filter: a catch_warnings block per call is not thread-safe, and a sweep
     # builds its cells' pipelines in threads (one block's exit drops the other's filter).
