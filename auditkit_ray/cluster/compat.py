@@ -221,22 +221,19 @@ def _console_following_stderr() -> tuple[type, type]:
     return plain, type("PlainRayHandlerFollowingStderr", (FollowsStderr, plain), {})
 
 
-def console_follows_stderr() -> int:
-    """Ray's console handlers made so far write to ``sys.stderr`` as it is at each record, as Ray means them to;
-    returns how many were changed. Called as a command connects to Ray and as each pipeline starts (Ray Data makes
-    its handlers when it is imported)."""
+def console_follows_stderr() -> None:
+    """Ray's console handlers made so far write to ``sys.stderr`` as it is at each record, as Ray means them to.
+    Called as a command connects to Ray and as each pipeline starts (Ray Data makes its handlers when it is
+    imported)."""
     if not written_for():
-        return 0
+        return
     plain, following = _console_following_stderr()
-    changed = 0
     loggers = [logging.getLogger()] + [lg for lg in list(logging.root.manager.loggerDict.values())
                                        if isinstance(lg, logging.Logger)]
     for lg in loggers:
         for handler in list(lg.handlers):
             if type(handler) is plain:
                 handler.__class__ = following
-                changed += 1
-    return changed
 
 
 # --------------------------------------------------------------------------- the local cluster's processes

@@ -26,7 +26,7 @@ class FollowsStderr:
 
     @stream.setter
     def stream(self, _: Any) -> None:
-        pass
+        """Ignored: the stream is always today's ``sys.stderr``."""
 
 
 class StderrHandler(FollowsStderr, logging.StreamHandler):
